@@ -1,0 +1,149 @@
+"""Drive a real `tfunnel serve` child over its stdin/stdout pipes, one JSON line at a time."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager, suppress
+from pathlib import Path
+from typing import Any
+
+import trio
+
+READ_TIMEOUT_S = 15.0
+
+
+def gateway_argv(home: Path, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "tfunnel", "--home", str(home), *extra]
+
+
+def alive(pid: int) -> bool:
+    """True while `pid` exists and is not a zombie (a zombie runs nothing)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            state = fh.read().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state != "Z"
+
+
+async def wait_gone(pids: Sequence[int], timeout: float = 10.0) -> list[int]:
+    """Wait until none of `pids` is alive; return those still alive at the timeout."""
+    with trio.move_on_after(timeout):
+        while any(alive(p) for p in pids):
+            await trio.sleep(0.05)
+    return [p for p in pids if alive(p)]
+
+
+async def wait_for_file(path: Path, timeout: float = 10.0) -> str:
+    with trio.fail_after(timeout):
+        while not path.exists() or not path.read_text().strip():
+            await trio.sleep(0.02)
+    return path.read_text()
+
+
+class Wire:
+    def __init__(self, proc: trio.Process) -> None:
+        self.proc = proc
+        self.stderr = bytearray()
+        self._buffer = bytearray()
+        self.stash: list[dict[str, Any]] = []
+
+    async def send(self, message: Mapping[str, Any] | bytes) -> None:
+        data = message if isinstance(message, bytes) else json.dumps(message).encode() + b"\n"
+        assert self.proc.stdin is not None
+        await self.proc.stdin.send_all(data)
+
+    async def recv(self, timeout: float = READ_TIMEOUT_S) -> dict[str, Any]:
+        """The next message from stdout (stashed ones first)."""
+        if self.stash:
+            return self.stash.pop(0)
+        assert self.proc.stdout is not None
+        with trio.fail_after(timeout):
+            while b"\n" not in self._buffer:
+                chunk = await self.proc.stdout.receive_some(65536)
+                if not chunk:
+                    raise EOFError(f"gateway closed stdout; stderr:\n{self.stderr.decode()}")
+                self._buffer += chunk
+        line, _, rest = bytes(self._buffer).partition(b"\n")
+        self._buffer = bytearray(rest)
+        value = json.loads(line)
+        assert isinstance(value, dict)
+        return value
+
+    async def reply_to(self, request_id: Any, timeout: float = READ_TIMEOUT_S) -> dict[str, Any]:
+        """Read until the response for `request_id`; stash everything else."""
+        for index, message in enumerate(self.stash):
+            if message.get("id") == request_id and "method" not in message:
+                return self.stash.pop(index)
+        held: list[dict[str, Any]] = []
+        try:
+            while True:
+                message = await self.recv(timeout)
+                if message.get("id") == request_id and "method" not in message:
+                    return message
+                held.append(message)
+        finally:
+            self.stash.extend(held)
+
+    async def request(self, request_id: Any, method: str, params: Mapping[str, Any] | None = None,
+                      ) -> dict[str, Any]:
+        msg: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
+        if params is not None:
+            msg["params"] = dict(params)
+        await self.send(msg)
+        return await self.reply_to(request_id)
+
+    async def initialize(self, version: str = "2025-11-25") -> dict[str, Any]:
+        reply = await self.request("init", "initialize", {
+            "protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "wire", "version": "1"}})
+        await self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        return reply
+
+    async def expect_silence(self, seconds: float) -> None:
+        """Assert nothing arrives on stdout for `seconds`."""
+        with trio.move_on_after(seconds):
+            message = await self.recv(timeout=seconds + 1)
+            raise AssertionError(f"expected no message, got {message}")
+
+    async def close_stdin(self) -> None:
+        assert self.proc.stdin is not None
+        await self.proc.stdin.aclose()
+
+    async def wait_exit(self, timeout: float = 20.0) -> int:
+        with trio.fail_after(timeout):
+            return await self.proc.wait()
+
+
+@asynccontextmanager
+async def gateway(home: Path, env: Mapping[str, str] | None = None, *extra: str) -> AsyncIterator[Wire]:
+    """A running `tfunnel serve` on `home`; killed (group) if the test leaves it running."""
+    proc = await trio.lowlevel.open_process(
+        [*gateway_argv(home, *extra), "serve"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        env={**os.environ, **(env or {})},
+        start_new_session=True,
+    )
+    wire = Wire(proc)
+
+    async def drain_stderr() -> None:
+        assert proc.stderr is not None
+        while chunk := await proc.stderr.receive_some(65536):
+            wire.stderr += chunk
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(drain_stderr)
+        try:
+            yield wire
+        finally:
+            with trio.CancelScope(shield=True):
+                if proc.returncode is None:
+                    with suppress(ProcessLookupError):
+                        os.killpg(proc.pid, 9)
+                    await proc.wait()
+                for stream in (proc.stdin, proc.stdout):
+                    if stream is not None:
+                        await stream.aclose()

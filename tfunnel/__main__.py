@@ -1,0 +1,3 @@
+from tfunnel.cli import main
+
+raise SystemExit(main())

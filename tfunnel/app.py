@@ -1,0 +1,89 @@
+"""The composition root: builds every component from a home and runs them in named nurseries."""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import structlog
+import trio
+
+from tfunnel.config.load import REGISTER_FILE, STATE_FILE, load_register, load_settings, load_state
+from tfunnel.config.watch import watch_files
+from tfunnel.gate.gated import Gate, OpenGate
+from tfunnel.live import Live
+from tfunnel.router import Router
+from tfunnel.serve.stdio import StdioServer
+from tfunnel.surface.service import Surface
+from tfunnel.tools.runner import LocalRunner
+
+log = structlog.get_logger("tfunnel.app")
+
+EXIT_OK = 0
+# Conventional shell status for death by a signal: 128 + the signal number.
+EXIT_SIGINT = 128 + signal.SIGINT
+EXIT_SIGTERM = 128 + signal.SIGTERM
+
+
+@dataclass
+class Gateway:
+    home: Path
+    live: Live
+    gate: Gate
+    surface: Surface
+    router: Router
+
+
+def build(home: Path, environ: Mapping[str, str] | None = None) -> Gateway:
+    """Load and validate the home and wire the components; raise `ConfigError` if invalid."""
+    settings = load_settings(home)
+    register = load_register(home)
+    state, problems = load_state(home)
+    for problem in problems:
+        log.warning("tool state problem; using defaults for it", problem=str(problem))
+    live = Live(home, settings, register, state)
+    gate: Gate = OpenGate()
+    runner = LocalRunner(home, settings.limits, environ)
+    surface = Surface(lambda: live.catalog, lambda: gate, runner)
+    router = Router(lambda: live.settings, surface)
+    return Gateway(home, live, gate, surface, router)
+
+
+async def run_stdio(gateway: Gateway) -> int:
+    """Serve MCP on stdin/stdout until stdin closes (0) or SIGINT/SIGTERM (130/143)."""
+    # Protocol gets private duplicates of fds 0/1; fd 1 then points at stderr so that nothing
+    # else (a stray print, a library) can ever write into the protocol stream.
+    stdin = trio.lowlevel.FdStream(os.dup(0))
+    stdout = trio.lowlevel.FdStream(os.dup(1))
+    os.dup2(2, 1)
+    live = gateway.live
+    limits = live.settings.limits
+    server = StdioServer(gateway.router, live.tools_changed,
+                         max_message_bytes=limits.max_message_bytes, grace_s=limits.shutdown_grace_s)
+    exit_code = EXIT_OK
+    async with trio.open_nursery() as nursery:
+
+        async def on_signal(*, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+            nonlocal exit_code
+            with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+                task_status.started()
+                async for signum in signals:
+                    log.info("signal received; shutting down", signal=signal.Signals(signum).name)
+                    exit_code = EXIT_SIGINT if signum == signal.SIGINT else EXIT_SIGTERM
+                    nursery.cancel_scope.cancel()
+                    return
+
+        await nursery.start(on_signal)
+        nursery.start_soon(watch_files, {
+            live.home / REGISTER_FILE: live.reload_register,
+            live.home / STATE_FILE: live.reload_state,
+        })
+        log.info("ready", server=live.settings.server_name, version=live.settings.server_version,
+                 pid=os.getpid(), tools=len(live.register.tools))
+        async with stdin, stdout:
+            await server.serve(stdin, stdout)
+        nursery.cancel_scope.cancel()
+    return exit_code

@@ -1,0 +1,31 @@
+"""`tfunnel check`: every problem in a home, all at once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tfunnel.config.load import REGISTER_FILE, load_register, load_settings, load_state
+from tfunnel.errors import ConfigError, ConfigProblem
+from tfunnel.tools.resolve import ScriptNotRunnable, resolve_script
+
+
+def check_home(home: Path) -> list[ConfigProblem]:
+    """Validate every file of the home; also report script invokes that cannot run."""
+    problems: list[ConfigProblem] = []
+    try:
+        load_settings(home)
+    except ConfigError as exc:
+        problems.extend(exc.problems)
+    problems.extend(load_state(home)[1])
+    try:
+        register = load_register(home)
+    except ConfigError as exc:
+        return problems + exc.problems
+    for index, entry in enumerate(register.tools):
+        if entry.invoke is not None and entry.invoke.type == "script":
+            try:
+                resolve_script(home, entry.invoke.target)
+            except ScriptNotRunnable as exc:
+                label = f"tools[{index}] (id {entry.id!r})"
+                problems.append(ConfigProblem(REGISTER_FILE, str(exc), label, "invoke.path"))
+    return problems

@@ -1,0 +1,190 @@
+"""The `tfunnel` command line. Exit codes: 0 ok, 1 startup or config failure (or a tool call
+that failed), 2 usage error, 130/143 after SIGINT/SIGTERM."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import structlog
+import trio
+
+from tfunnel import __version__
+from tfunnel import log as logsetup
+from tfunnel.app import build, run_stdio
+from tfunnel.check import check_home
+from tfunnel.config.atomic import sweep_temp_files, write_json_atomic
+from tfunnel.config.home import ResolvedHome, resolve_home, seed_dir, seed_home
+from tfunnel.config.load import STATE_FILE, load_register, load_state
+from tfunnel.config.validate import read_json
+from tfunnel.errors import ConfigError, ProtocolError
+from tfunnel.surface.catalog import Catalog
+
+log = structlog.get_logger("tfunnel.cli")
+
+TOOL_ACTIONS = {
+    "enable": ("enabled", True),
+    "disable": ("enabled", False),
+    "hot": ("hot", True),
+    "unhot": ("hot", False),
+    "hide": ("hidden", True),
+    "unhide": ("hidden", False),
+}
+
+
+def _global_options(parser: argparse.ArgumentParser, *, top: bool) -> None:
+    # Sub-parsers repeat the global options with SUPPRESS defaults so that an option given
+    # after the subcommand does not get reset by the sub-parser's default.
+    default = None if top else argparse.SUPPRESS
+    parser.add_argument("--home", "--config-dir", dest="home", metavar="DIR", default=default,
+                        help="the config home (else TFUNNEL_HOME, TOOLFUNNEL_HOME, ~/.config/tfunnel)")
+    parser.add_argument("--log-format", choices=("json", "console"), default=default)
+    parser.add_argument("--log-level", choices=logsetup.LEVELS, default="info" if top else default)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="tfunnel", description="An MCP gateway: register tools behind "
+                                "four meta-tools, gated by policy hooks.")
+    p.add_argument("--version", action="version", version=f"tfunnel {__version__}")
+    _global_options(p, top=True)
+    sub = p.add_subparsers(dest="command")
+    commands = {
+        "serve": "serve MCP on stdin/stdout (what desktop clients spawn; the default)",
+        "check": "validate the whole home; print every problem; exit 1 if any",
+        "call": "run a tool through the gate and print its result",
+        "tools": "list tools with their visibility",
+        "tool": "change a tool's visibility",
+    }
+    subs = {name: sub.add_parser(name, help=text, description=text) for name, text in commands.items()}
+    for s in subs.values():
+        _global_options(s, top=False)
+    subs["call"].add_argument("name", help="a tool id or name, or a meta-tool")
+    subs["call"].add_argument("args", nargs="?", default="{}", help="arguments as a JSON object")
+    subs["tool"].add_argument("action", choices=tuple(TOOL_ACTIONS))
+    subs["tool"].add_argument("id", help="the tool's surfaced name (a register id or a meta-tool)")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    logsetup.configure(args.log_format, args.log_level)
+    home = _prepare_home(args.home)
+    command = args.command or "serve"
+    try:
+        if command == "serve":
+            return _serve(home)
+        if command == "check":
+            return _check(home)
+        if command == "call":
+            return _call(home, args.name, args.args)
+        if command == "tools":
+            return _tools(home)
+        return _tool(home, args.action, args.id)
+    except ConfigError as exc:
+        for problem in exc.problems:
+            print(f"tfunnel: {problem}", file=sys.stderr)
+        print(f"tfunnel: refusing to start: {home.path} has {len(exc.problems)} config problem(s)",
+              file=sys.stderr)
+        return 1
+
+
+def _prepare_home(cli_home: str | None) -> ResolvedHome:
+    home = resolve_home(cli_home, os.environ)
+    seeded = seed_home(home.path, seed_dir())
+    swept = sweep_temp_files(home.path)
+    state = "seeded from the bundled defaults" if seeded else "existing"
+    print(f"tfunnel: config home {home.path} ({state}; from {home.source})", file=sys.stderr)
+    for tmp in swept:
+        log.warning("removed a temp file left by an interrupted write", path=str(tmp))
+    return home
+
+
+def _serve(home: ResolvedHome) -> int:
+    gateway = build(home.path)
+    return trio.run(run_stdio, gateway)
+
+
+def _check(home: ResolvedHome) -> int:
+    problems = check_home(home.path)
+    for problem in problems:
+        print(problem)
+    if problems:
+        print(f"{len(problems)} problem(s) in {home.path}")
+        return 1
+    print(f"ok: {home.path}")
+    return 0
+
+
+def _call(home: ResolvedHome, name: str, raw_args: str) -> int:
+    try:
+        call_args = json.loads(raw_args)
+    except ValueError as exc:
+        print(f"tfunnel call: ARGS must be a JSON object: {exc}", file=sys.stderr)
+        return 2
+    if not isinstance(call_args, dict):
+        print("tfunnel call: ARGS must be a JSON object", file=sys.stderr)
+        return 2
+    gateway = build(home.path)
+
+    async def run() -> Any:
+        return await gateway.surface.run_named(name, call_args, session_id="cli")
+
+    try:
+        result = trio.run(run)
+    except ProtocolError as exc:
+        print(f"tfunnel call: {exc.message}", file=sys.stderr)
+        return 1
+    if result.structured is not None:
+        print(json.dumps(result.structured, indent=2, ensure_ascii=False))
+    else:
+        for block in result.content:
+            print(block.get("text", json.dumps(block)))
+    return 1 if result.is_error else 0
+
+
+def _tools(home: ResolvedHome) -> int:
+    catalog = Catalog(load_register(home.path), load_state(home.path)[0])
+    rows = catalog.rows()
+    width = max(len(r.name) for r in rows)
+    print(f"{'NAME':<{width}}  KIND   ENABLED HOT   HIDDEN MODE       CATEGORY")
+    for r in rows:
+        v = r.visibility
+        print(f"{r.name:<{width}}  {r.kind:<6} {_yn(v.enabled):<7} {_yn(v.hot):<5} {_yn(v.hidden):<6} "
+              f"{r.mode:<10} {r.category}")
+    return 0
+
+
+def _yn(flag: bool) -> str:
+    return "yes" if flag else "no"
+
+
+def _tool(home: ResolvedHome, action: str, name: str) -> int:
+    catalog = Catalog(load_register(home.path), load_state(home.path)[0])
+    known = {r.name for r in catalog.rows()}
+    if name not in known:
+        print(f"tfunnel tool: no tool with surfaced name {name!r} (known: {', '.join(sorted(known))})",
+              file=sys.stderr)
+        return 1
+    path = home.path / STATE_FILE
+    raw: dict[str, Any] = {}
+    if path.exists():
+        try:
+            loaded = read_json(path, STATE_FILE)
+        except ValueError as exc:
+            print(f"tfunnel tool: {STATE_FILE}: {exc}; fix or remove it first", file=sys.stderr)
+            return 1
+        if not isinstance(loaded, dict):
+            print(f"tfunnel tool: {STATE_FILE} must contain a JSON object; fix or remove it first",
+                  file=sys.stderr)
+            return 1
+        raw = loaded
+    key, value = TOOL_ACTIONS[action]
+    entry = raw.get(name)
+    raw[name] = {**(entry if isinstance(entry, dict) else {}), key: value}
+    write_json_atomic(path, raw)
+    print(f"{name}: {key} = {str(value).lower()}")
+    return 0

@@ -1,0 +1,1 @@
+"""Config home: resolution, seeding, validated models, loading, watching, atomic writes."""

@@ -1,0 +1,56 @@
+"""The one atomic-write helper: every file tfunnel writes goes through `write_atomic`.
+
+A temp file in the same folder, fsync, rename, fsync of the folder: a crash leaves the old or
+the new file, never a torn one. Temp files carry a recognisable name so a later start can
+sweep the ones a crash left behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+from pathlib import Path
+from typing import Any
+
+TEMP_SUFFIX = ".tfunnel-tmp"
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Replace `path` with `data` atomically (same-folder temp file, fsync, rename)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.parent / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}{TEMP_SUFFIX}"
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        if path.exists():
+            # Keep the mode of the file being replaced (a hand-edited 0600 stays 0600).
+            os.chmod(tmp, path.stat().st_mode & 0o7777)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def write_json_atomic(path: Path, value: Any) -> None:
+    """Write `value` as indented JSON with a trailing newline, atomically."""
+    write_atomic(path, (json.dumps(value, indent=2, ensure_ascii=False) + "\n").encode())
+
+
+def sweep_temp_files(root: Path) -> list[Path]:
+    """Remove temp files an interrupted write left under `root`; return what was removed."""
+    removed: list[Path] = []
+    if not root.is_dir():
+        return removed
+    for tmp in root.rglob(f"*{TEMP_SUFFIX}"):
+        if tmp.is_file():
+            tmp.unlink(missing_ok=True)
+            removed.append(tmp)
+    return removed

@@ -1,0 +1,230 @@
+"""Read and validate the files of a config home into `config.model` values.
+
+`load_settings` and `load_register` raise `ConfigError` carrying every problem they found;
+`load_state` never raises (a broken overlay falls back to defaults) and returns its warnings.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+
+from tfunnel.config.model import (
+    META_TOOL_NAMES,
+    RESERVED_STATE_KEYS,
+    GateSettings,
+    Invoke,
+    Limits,
+    Register,
+    Settings,
+    ToolEntry,
+    ToolState,
+    Visibility,
+)
+from tfunnel.config.validate import Fields, read_json
+from tfunnel.errors import ConfigError, ConfigProblem
+
+SETTINGS_FILE = "toolfunnel.json"
+REGISTER_FILE = "tools/tools.register.json"
+STATE_FILE = "tools/tools.state.json"
+SCRIPTS_DIR = "tools/scripts"
+
+
+def load_settings(home: Path) -> Settings:
+    """`toolfunnel.json`; a missing file means every default."""
+    path = home / SETTINGS_FILE
+    if not path.exists():
+        return Settings()
+    problems: list[ConfigProblem] = []
+    f = Fields(SETTINGS_FILE, problems)
+    raw = _read_object(path, f)
+    if raw is None:
+        raise ConfigError(problems)
+    defaults = Settings()
+    gate_raw = f.mapping(raw, "gate")
+    limits_raw = f.mapping(raw, "limits")
+    limits = Limits(
+        max_message_bytes=f.integer(limits_raw, "maxMessageBytes", "limits", 1024, 1 << 30, 16 << 20),
+        tool_timeout_s=f.positive(limits_raw, "toolTimeoutS", "limits", Limits.tool_timeout_s) or 60.0,
+        tool_output_bytes=f.integer(limits_raw, "toolOutputBytes", "limits", 1024, 1 << 30, 1 << 20),
+        shutdown_grace_s=f.positive(limits_raw, "shutdownGraceS", "limits", Limits.shutdown_grace_s) or 5.0,
+    )
+    ask = f.choice(gate_raw, "askFallback", "gate", ("deny", "allow"), "deny")
+    requires = raw.get("requires", [])
+    if not isinstance(requires, list):
+        f.problem("must be an array", None, "requires")
+        requires = []
+    serve_legacy = f.boolean(raw, "serveLegacy")
+    settings = Settings(
+        server_name=f.string(raw, "serverName", non_empty=True, default=defaults.server_name),
+        server_version=f.string(raw, "serverVersion", non_empty=True, default=defaults.server_version),
+        client_name=f.string(raw, "clientName", non_empty=True, default=defaults.client_name),
+        client_version=f.string(raw, "clientVersion", non_empty=True, default=defaults.client_version),
+        http_port=f.integer(raw, "httpPort", None, 1, 65535, defaults.http_port),
+        ui_port=f.integer(raw, "uiPort", None, 1, 65535, defaults.ui_port),
+        serve_legacy=True if serve_legacy is None else serve_legacy,
+        requires=tuple(r for r in requires if isinstance(r, dict)),
+        gate=GateSettings(ask_fallback="allow" if ask == "allow" else "deny"),
+        limits=limits,
+        raw=raw,
+    )
+    if problems:
+        raise ConfigError(problems)
+    return settings
+
+
+def load_register(home: Path) -> Register:
+    """`tools/tools.register.json`: `{version, description, tools:[entry]}`, validated whole."""
+    path = home / REGISTER_FILE
+    problems: list[ConfigProblem] = []
+    f = Fields(REGISTER_FILE, problems)
+    if not path.exists():
+        f.problem("is missing (an empty register is {\"version\": 1, \"tools\": []})")
+        raise ConfigError(problems)
+    raw = _read_object(path, f)
+    if raw is None:
+        raise ConfigError(problems)
+    version = raw.get("version", 1)
+    if isinstance(version, bool) or not isinstance(version, int | float):
+        f.problem(f"must be a number, got {version!r}", None, "version")
+    description = f.string(raw, "description")
+    tools_raw = raw.get("tools", [])
+    if not isinstance(tools_raw, list):
+        f.problem("must be an array of tool entries", None, "tools")
+        tools_raw = []
+    tools: list[ToolEntry] = []
+    seen: set[str] = set()
+    for index, item in enumerate(tools_raw):
+        entry = _tool_entry(item, index, f)
+        if entry is None:
+            continue
+        label = f"tools[{index}] (id {entry.id!r})"
+        if entry.id in seen:
+            f.problem("duplicates an earlier entry's id", label, "id")
+        elif entry.id in META_TOOL_NAMES or entry.id in RESERVED_STATE_KEYS:
+            f.problem("is a reserved name", label, "id")
+        seen.add(entry.id)
+        tools.append(entry)
+    if problems:
+        raise ConfigError(problems)
+    return Register(version=version if isinstance(version, int | float) else 1,
+                    description=description, tools=tuple(tools))
+
+
+def _tool_entry(item: Any, index: int, f: Fields) -> ToolEntry | None:
+    label = f"tools[{index}]"
+    if not isinstance(item, dict):
+        f.problem("must be an object", label)
+        return None
+    before = len(f.problems)
+    tool_id = f.string(item, "id", label, required=True, non_empty=True)
+    if tool_id:
+        label = f"tools[{index}] (id {tool_id!r})"
+    name = f.string(item, "name", label, required=True, non_empty=True)
+    summary = f.string(item, "summary", label)
+    category = f.string(item, "category", label)
+    instructions = f.string(item, "instructions", label)
+    schema = _input_schema(item, label, f)
+    invoke = _invoke(item, label, f)
+    mode = f.choice(item, "mode", label, ("gateway", "reference"), "gateway" if invoke else "reference")
+    if mode == "gateway" and invoke is None and "invoke" not in item:
+        f.problem('is required when "mode" is "gateway"', label, "invoke")
+    timeout = f.positive(item, "timeoutS", label, None)
+    if len(f.problems) > before:
+        return None
+    return ToolEntry(
+        id=tool_id,
+        name=name,
+        summary=summary,
+        category=category,
+        instructions=instructions,
+        input_schema=schema,
+        mode="reference" if mode == "reference" else "gateway",
+        invoke=invoke,
+        timeout_s=timeout,
+    )
+
+
+def _input_schema(item: dict[str, Any], label: str, f: Fields) -> dict[str, Any] | None:
+    if "inputSchema" not in item:
+        return None
+    schema = item["inputSchema"]
+    if not isinstance(schema, dict):
+        f.problem("must be a JSON Schema object", label, "inputSchema")
+        return None
+    if schema.get("type", "object") != "object":
+        f.problem('must describe an object ("type": "object")', label, "inputSchema")
+        return None
+    try:
+        jsonschema.validators.validator_for(schema).check_schema(schema)
+    except jsonschema.SchemaError as exc:
+        path = "/".join(str(p) for p in exc.absolute_path) or "(root)"
+        f.problem(f"is not a valid JSON Schema at {path}: {exc.message}", label, "inputSchema")
+        return None
+    return schema
+
+
+def _invoke(item: dict[str, Any], label: str, f: Fields) -> Invoke | None:
+    if "invoke" not in item:
+        return None
+    raw = item["invoke"]
+    if not isinstance(raw, dict):
+        f.problem('must be {"type": "script", "path": ...} or {"type": "shell", "command": ...}',
+                  label, "invoke")
+        return None
+    kind = f.choice(raw, "type", label, ("script", "shell"), "")
+    if kind == "script":
+        return Invoke("script", f.string(raw, "path", label, required=True, non_empty=True))
+    if kind == "shell":
+        return Invoke("shell", f.string(raw, "command", label, required=True, non_empty=True))
+    if "type" not in raw:
+        f.problem('is required ("script" or "shell")', label, "invoke.type")
+    return None
+
+
+def load_state(home: Path) -> tuple[ToolState, list[ConfigProblem]]:
+    """`tools/tools.state.json`: missing → defaults; a malformed file or entry → defaults + warning."""
+    path = home / STATE_FILE
+    problems: list[ConfigProblem] = []
+    if not path.exists():
+        return ToolState(), problems
+    f = Fields(STATE_FILE, problems)
+    raw = _read_object(path, f)
+    if raw is None:
+        return ToolState(), problems
+    entries: dict[str, Visibility] = {}
+    passthrough: str | None = None
+    for key, value in raw.items():
+        if key == "passthrough":
+            if value is not None and (not isinstance(value, str) or not value):
+                f.problem("must be an upstream id (string) or null", None, "passthrough")
+            else:
+                passthrough = value
+            continue
+        if not isinstance(value, dict):
+            f.problem("must be an object like {\"enabled\": true, \"hot\": false, \"hidden\": false}",
+                      repr(key))
+            continue
+        before = len(problems)
+        vis = Visibility(
+            enabled=f.boolean(value, "enabled", repr(key)),
+            hidden=f.boolean(value, "hidden", repr(key)),
+            hot=f.boolean(value, "hot", repr(key)),
+        )
+        if len(problems) == before:
+            entries[key] = vis
+    return ToolState(entries=entries, passthrough=passthrough), problems
+
+
+def _read_object(path: Path, f: Fields) -> dict[str, Any] | None:
+    try:
+        raw = read_json(path, f.file)
+    except ValueError as exc:
+        f.problem(str(exc))
+        return None
+    if not isinstance(raw, dict):
+        f.problem("must contain a JSON object at the top level")
+        return None
+    return raw

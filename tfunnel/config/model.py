@@ -1,0 +1,97 @@
+"""Validated, immutable config values. Built only by `config.load`; read everywhere else."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from tfunnel import __version__
+
+META_TOOL_NAMES = (
+    "toolfunnel_list_tools",
+    "toolfunnel_tool_instructions",
+    "toolfunnel_run_tool",
+    "toolfunnel_howto",
+)
+RESERVED_STATE_KEYS = frozenset({"passthrough"})
+
+MIB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Bounds on what one message, one tool run and one shutdown may cost."""
+
+    max_message_bytes: int = 16 * MIB
+    tool_timeout_s: float = 60.0
+    tool_output_bytes: int = 1 * MIB
+    shutdown_grace_s: float = 5.0
+
+
+@dataclass(frozen=True)
+class GateSettings:
+    ask_fallback: Literal["deny", "allow"] = "deny"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """`toolfunnel.json`: identity and settings. `raw` keeps unknown fields for writers."""
+
+    server_name: str = "tfunnel"
+    server_version: str = __version__
+    client_name: str = "tfunnel"
+    client_version: str = __version__
+    http_port: int = 9998
+    ui_port: int = 9777
+    serve_legacy: bool = True
+    requires: tuple[Mapping[str, Any], ...] = ()
+    gate: GateSettings = field(default_factory=GateSettings)
+    limits: Limits = field(default_factory=Limits)
+    raw: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Invoke:
+    type: Literal["script", "shell"]
+    target: str  # the script path for "script", the command line for "shell"
+
+
+@dataclass(frozen=True)
+class ToolEntry:
+    """One register entry. `mode` is already inferred (an invoke makes it `gateway`)."""
+
+    id: str
+    name: str
+    summary: str = ""
+    category: str = ""
+    instructions: str = ""
+    input_schema: Mapping[str, Any] | None = None
+    mode: Literal["gateway", "reference"] = "gateway"
+    invoke: Invoke | None = None
+    timeout_s: float | None = None
+
+
+@dataclass(frozen=True)
+class Register:
+    version: int | float = 1
+    description: str = ""
+    tools: tuple[ToolEntry, ...] = ()
+
+    def by_id(self) -> dict[str, ToolEntry]:
+        return {t.id: t for t in self.tools}
+
+
+@dataclass(frozen=True)
+class Visibility:
+    """One `tools.state.json` entry; `None` means "the default for this kind of tool"."""
+
+    enabled: bool | None = None
+    hidden: bool | None = None
+    hot: bool | None = None
+
+
+@dataclass(frozen=True)
+class ToolState:
+    entries: Mapping[str, Visibility] = field(default_factory=dict)
+    passthrough: str | None = None

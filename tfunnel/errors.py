@@ -1,0 +1,69 @@
+"""The one error tree of tfunnel.
+
+Every failure a component reports is a `TfunnelError`. Boundaries translate it exactly once:
+the router turns tool-level failures into an `isError` result (`ToolFailure`), the transport
+turns `ProtocolError` into a JSON-RPC error object, and the CLI turns `ConfigError` into a
+message and exit status 1.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+class TfunnelError(Exception):
+    """Root of every error tfunnel raises on purpose."""
+
+
+@dataclass(frozen=True)
+class ConfigProblem:
+    """One problem in one config file, naming the entry (id or index) and the field."""
+
+    file: str
+    message: str
+    entry: str | None = None
+    field: str | None = None
+
+    def __str__(self) -> str:
+        where = self.file
+        if self.entry is not None:
+            where += f": {self.entry}"
+        if self.field is not None:
+            where += f": field {self.field!r}"
+        return f"{where}: {self.message}"
+
+
+class ConfigError(TfunnelError):
+    """A config file is invalid; carries every problem found, not just the first."""
+
+    def __init__(self, problems: list[ConfigProblem]) -> None:
+        self.problems = problems
+        super().__init__("; ".join(str(p) for p in problems))
+
+
+class ProtocolError(TfunnelError):
+    """A request that gets a JSON-RPC error response (code, message, optional data)."""
+
+    def __init__(self, code: int, message: str, data: Any = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.data = data
+
+
+class ToolFailure(TfunnelError):
+    """A tool call that fails as a result (`isError: true`), not as a protocol error.
+
+    Unknown or disabled tools reached through a meta-tool, invalid arguments, scripts that
+    cannot be started: the message names what is wrong and what is allowed.
+    """
+
+
+class GateDenied(ToolFailure):
+    """PreToolUse refused the call; the tool's execute path was never entered."""
+
+    def __init__(self, reason: str, *, internal: bool = False) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.internal = internal

@@ -1,0 +1,1 @@
+"""The gate: every tool execution passes `gated_run` (PreToolUse → execute → PostToolUse)."""

@@ -1,0 +1,88 @@
+"""`gated_run`, the single seam every execution path goes through.
+
+Invariant: when PreToolUse denies (or the gate itself fails), `execute` is never called.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import structlog
+
+from tfunnel.errors import GateDenied
+from tfunnel.protocol.results import ToolResult
+
+log = structlog.get_logger("tfunnel.gate")
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One attempted tool call as the gate sees it, with every name a hook may match on."""
+
+    surfaced: str
+    tool_id: str
+    display: str
+    args: Mapping[str, Any]
+    mode: str = "gateway"
+    session_id: str = ""
+    call_id: str = ""
+    aliases: tuple[str, ...] = field(default=())
+
+    def names(self) -> tuple[str, ...]:
+        seen: dict[str, None] = dict.fromkeys((self.surfaced, self.tool_id, self.display, *self.aliases))
+        return tuple(name for name in seen if name)
+
+
+@dataclass(frozen=True)
+class PreDecision:
+    allow: bool
+    reason: str = ""
+    updated_input: Mapping[str, Any] | None = None
+    additional_context: str = ""
+    internal: bool = False
+
+
+ALLOW = PreDecision(allow=True)
+
+
+class Gate(Protocol):
+    async def pre_tool_use(self, call: ToolCall) -> PreDecision: ...
+
+    async def post_tool_use(self, call: ToolCall, result: ToolResult) -> None: ...
+
+
+class OpenGate:
+    """No hooks configured: every call is allowed and PostToolUse has nothing to do."""
+
+    async def pre_tool_use(self, call: ToolCall) -> PreDecision:
+        return ALLOW
+
+    async def post_tool_use(self, call: ToolCall, result: ToolResult) -> None:
+        return None
+
+
+Execute = Callable[[Mapping[str, Any]], Awaitable[ToolResult]]
+
+
+async def gated_run(gate: Gate, call: ToolCall, execute: Execute, *, post: bool = True) -> ToolResult:
+    """Ask PreToolUse; on allow run `execute` with the (possibly updated) arguments, then
+    tell PostToolUse. A deny raises `GateDenied`; a failing gate denies (flagged internal)."""
+    try:
+        decision = await gate.pre_tool_use(call)
+    except Exception as exc:  # the gate's own failure must never let a call through
+        log.error("gate failed; denying", tool=call.surfaced, error=repr(exc))
+        raise GateDenied(f"the gate failed while checking {call.surfaced!r}; denied", internal=True) \
+            from exc
+    if not decision.allow:
+        raise GateDenied(decision.reason or f"{call.surfaced!r} was blocked by a PreToolUse hook",
+                         internal=decision.internal)
+    args = decision.updated_input if decision.updated_input is not None else call.args
+    result = await execute(args)
+    if post:
+        try:
+            await gate.post_tool_use(call, result)
+        except Exception as exc:  # PostToolUse is advisory: its failure never changes the result
+            log.warning("PostToolUse failed", tool=call.surfaced, error=repr(exc))
+    return result

@@ -1,0 +1,136 @@
+"""JSON-RPC 2.0 messages for MCP: decode and validate inbound messages, build outbound ones.
+
+`decode` raises only `MessageError`; anything else escaping it is a bug.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from tfunnel.errors import ProtocolError
+
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
+
+RequestId = str | int
+
+
+@dataclass(frozen=True)
+class Request:
+    id: RequestId
+    method: str
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Notification:
+    method: str
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Response:
+    """A reply to a request we sent (e.g. an elicitation); `error` is the raw error object."""
+
+    id: RequestId
+    result: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None
+
+
+Message = Request | Notification | Response
+
+
+class MessageError(ProtocolError):
+    """An inbound message that cannot be processed. `reply` is False for notifications,
+    which never get an answer, even an error."""
+
+    def __init__(self, code: int, message: str, id: RequestId | None = None, *, reply: bool = True) -> None:
+        super().__init__(code, message)
+        self.id = id
+        self.reply = reply
+
+
+def _valid_id(value: Any) -> bool:
+    return (isinstance(value, (str, int))) and not isinstance(value, bool)
+
+
+def decode(data: bytes | str) -> Message:
+    """Parse one serialized message; raise `MessageError` (-32700 / -32600 / -32602)."""
+    try:
+        obj = json.loads(data)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise MessageError(PARSE_ERROR, f"Parse error: {exc}") from None
+    return parse(obj)
+
+
+def parse(obj: Any) -> Message:
+    """Validate an already-parsed JSON value as one JSON-RPC message."""
+    if isinstance(obj, list):
+        raise MessageError(INVALID_REQUEST, "Invalid Request: JSON-RPC batches are not supported")
+    if not isinstance(obj, dict):
+        raise MessageError(INVALID_REQUEST, "Invalid Request: expected a JSON-RPC object")
+    has_id = "id" in obj
+    raw_id = obj.get("id")
+    msg_id = raw_id if _valid_id(raw_id) else None
+    method = obj.get("method")
+    is_notification = "method" in obj and not has_id
+    if obj.get("jsonrpc") != "2.0":
+        raise MessageError(INVALID_REQUEST, 'Invalid Request: "jsonrpc" must be "2.0"', msg_id,
+                           reply=not is_notification)
+    if has_id and msg_id is None:
+        raise MessageError(INVALID_REQUEST, "Invalid Request: id must be a string or an integer")
+    if "method" not in obj:
+        if has_id and ("result" in obj) != ("error" in obj):
+            result, error = obj.get("result"), obj.get("error")
+            if (result is not None and not isinstance(result, dict)) or (
+                error is not None and not isinstance(error, dict)
+            ):
+                raise MessageError(INVALID_REQUEST, "Invalid Response: result/error must be objects",
+                                   reply=False)
+            assert msg_id is not None
+            return Response(msg_id, result, error)
+        raise MessageError(INVALID_REQUEST, 'Invalid Request: missing "method"', msg_id)
+    if not isinstance(method, str) or not method:
+        raise MessageError(INVALID_REQUEST, 'Invalid Request: "method" must be a non-empty string',
+                           msg_id, reply=not is_notification)
+    params = obj.get("params", {})
+    if params is None:
+        params = {}
+    if not isinstance(params, dict):
+        raise MessageError(INVALID_PARAMS, 'Invalid params: "params" must be an object', msg_id,
+                           reply=not is_notification)
+    if msg_id is None:
+        return Notification(method, params)
+    return Request(msg_id, method, params)
+
+
+def result_message(id: RequestId, result: dict[str, Any]) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": id, "result": result}
+
+
+def error_message(id: RequestId | None, code: int, message: str, data: Any = None) -> dict[str, Any]:
+    error: dict[str, Any] = {"code": code, "message": message}
+    if data is not None:
+        error["data"] = data
+    return {"jsonrpc": "2.0", "id": id, "error": error}
+
+
+def notification_message(method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+    msg: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+    if params is not None:
+        msg["params"] = params
+    return msg
+
+
+def request_message(id: RequestId, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": id, "method": method, "params": params}
+
+
+def encode(message: dict[str, Any]) -> bytes:
+    """One line of UTF-8 JSON; `json.dumps` escapes newlines inside strings, so none is embedded."""
+    return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"

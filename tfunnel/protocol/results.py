@@ -1,0 +1,48 @@
+"""`CallToolResult` as a value, and the one conversion from a failure to an `isError` result."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """What a tool call produced: content blocks, optional structured content, error flag."""
+
+    content: Sequence[Mapping[str, Any]] = ()
+    structured: Mapping[str, Any] | None = None
+    is_error: bool = False
+    # Why the gate refused the call, when it did (never sent to the client as a field).
+    denied: bool = field(default=False, compare=False)
+
+    @classmethod
+    def text(cls, text: str, *, is_error: bool = False) -> ToolResult:
+        return cls(content=({"type": "text", "text": text},), is_error=is_error)
+
+    @classmethod
+    def json(cls, value: Any) -> ToolResult:
+        """A JSON value as text, plus `structuredContent` when it is an object."""
+        structured = value if isinstance(value, dict) else None
+        return cls(content=({"type": "text", "text": json.dumps(value, ensure_ascii=False)},),
+                   structured=structured)
+
+    @classmethod
+    def failure(cls, message: str, *, denied: bool = False) -> ToolResult:
+        return cls(content=({"type": "text", "text": message},), is_error=True, denied=denied)
+
+    def to_wire(self) -> dict[str, Any]:
+        wire: dict[str, Any] = {"content": [dict(block) for block in self.content]}
+        if self.structured is not None:
+            wire["structuredContent"] = dict(self.structured)
+        if self.is_error:
+            wire["isError"] = True
+        return wire
+
+    def first_text(self) -> str:
+        for block in self.content:
+            if block.get("type") == "text":
+                return str(block.get("text", ""))
+        return ""

@@ -1,0 +1,51 @@
+"""Per-connection state of a legacy client session and the `initialize` exchange (pure)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from tfunnel.errors import ProtocolError
+from tfunnel.protocol.eras import negotiate_legacy
+from tfunnel.protocol.jsonrpc import INVALID_PARAMS
+
+SERVER_CAPABILITIES: Mapping[str, Any] = {"tools": {"listChanged": True}}
+
+
+@dataclass
+class ClientSession:
+    """What one client told us in `initialize`; owned by its transport connection."""
+
+    id: str
+    protocol_version: str | None = None
+    client_info: dict[str, Any] = field(default_factory=dict)
+    capabilities: dict[str, Any] = field(default_factory=dict)
+    initialized: bool = False
+
+    @property
+    def label(self) -> str:
+        name = self.client_info.get("name", "?")
+        return f"{name}/{self.client_info.get('version', '?')}"
+
+
+def initialize(session: ClientSession, params: Mapping[str, Any], server_info: Mapping[str, Any],
+               instructions: str) -> dict[str, Any]:
+    """Record the client's offer on `session` and build the `InitializeResult`."""
+    capabilities = params.get("capabilities", {})
+    client_info = params.get("clientInfo", {})
+    if not isinstance(capabilities, dict):
+        raise ProtocolError(INVALID_PARAMS, 'Invalid params: "capabilities" must be an object')
+    if not isinstance(client_info, dict):
+        raise ProtocolError(INVALID_PARAMS, 'Invalid params: "clientInfo" must be an object')
+    session.protocol_version = negotiate_legacy(params.get("protocolVersion"))
+    session.capabilities = capabilities
+    session.client_info = client_info
+    result: dict[str, Any] = {
+        "protocolVersion": session.protocol_version,
+        "capabilities": {key: dict(value) for key, value in SERVER_CAPABILITIES.items()},
+        "serverInfo": dict(server_info),
+    }
+    if instructions:
+        result["instructions"] = instructions
+    return result

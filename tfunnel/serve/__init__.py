@@ -1,0 +1,1 @@
+"""Inbound transports: they own bytes, connections and cancel-on-disconnect."""

@@ -1,0 +1,149 @@
+"""The stdio transport: NDJSON on a pair of byte streams, every request its own task.
+
+Each request runs in the request nursery under its own cancel scope, registered by id, so a
+slow call never blocks the pipe and `notifications/cancelled` cancels exactly that call (no
+response is sent for it). One writer task owns the output stream: a cancelled request can never
+leave half a line behind.
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+import structlog
+import trio
+
+from tfunnel.errors import ProtocolError
+from tfunnel.live import Changes
+from tfunnel.protocol import jsonrpc
+from tfunnel.protocol.framing import LineReader, Oversize
+from tfunnel.protocol.jsonrpc import MessageError, Notification, Request, Response
+from tfunnel.protocol.session import ClientSession
+from tfunnel.router import Router
+
+log = structlog.get_logger("tfunnel.stdio")
+
+_READ_CHUNK = 65536
+# Outbound messages waiting for the writer; a slow client pushes back on request tasks.
+_OUTBOX = 64
+
+
+class StdioServer:
+    def __init__(self, router: Router, tools_changed: Changes, *, max_message_bytes: int,
+                 grace_s: float) -> None:
+        self.router = router
+        self.tools_changed = tools_changed
+        self.max_message_bytes = max_message_bytes
+        self.grace_s = grace_s
+        self.session = ClientSession(id=secrets.token_hex(8))
+        self._inflight: dict[jsonrpc.RequestId, trio.CancelScope] = {}
+        self._out: trio.MemorySendChannel[dict[str, Any]] | None = None
+
+    async def serve(self, receive: trio.abc.ReceiveStream, send: trio.abc.SendStream) -> None:
+        """Serve until `receive` ends, then finish in-flight requests within the grace period."""
+        out, outbox = trio.open_memory_channel[dict[str, Any]](_OUTBOX)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._writer, outbox, send, nursery.cancel_scope)
+            async with out:
+                self._out = out
+                notifier: trio.CancelScope = await nursery.start(self._notifier)
+                async with trio.open_nursery() as requests:
+                    await self._reader(receive, requests)
+                    log.info("stdin closed; finishing in-flight requests",
+                             inflight=len(self._inflight), grace_s=self.grace_s)
+                    requests.cancel_scope.deadline = trio.current_time() + self.grace_s
+                notifier.cancel()
+
+    async def _reader(self, receive: trio.abc.ReceiveStream, requests: trio.Nursery) -> None:
+        lines = LineReader(self.max_message_bytes)
+        while True:
+            data = await receive.receive_some(_READ_CHUNK)
+            events = lines.feed(data) if data else lines.eof()
+            for event in events:
+                await self._dispatch(event, requests)
+            if not data:
+                return
+
+    async def _dispatch(self, event: bytes | Oversize, requests: trio.Nursery) -> None:
+        if isinstance(event, Oversize):
+            log.warning("message over the size cap refused", cap=self.max_message_bytes)
+            await self._send(jsonrpc.error_message(
+                event.sniff_id(), jsonrpc.INVALID_REQUEST,
+                f"Invalid Request: message exceeds the {self.max_message_bytes}-byte cap"))
+            return
+        try:
+            message = jsonrpc.decode(event)
+        except MessageError as exc:
+            log.warning("bad message", code=exc.code, error=exc.message)
+            if exc.reply:
+                await self._send(jsonrpc.error_message(exc.id, exc.code, exc.message))
+            return
+        if isinstance(message, Request):
+            if message.id in self._inflight:
+                await self._send(jsonrpc.error_message(
+                    message.id, jsonrpc.INVALID_REQUEST, "Invalid Request: id is already in flight"))
+                return
+            scope = trio.CancelScope()
+            self._inflight[message.id] = scope
+            requests.start_soon(self._handle, message, scope)
+        elif isinstance(message, Notification):
+            self._notification(message)
+        elif isinstance(message, Response):
+            log.debug("response to an unknown request ignored", id=message.id)
+
+    def _notification(self, note: Notification) -> None:
+        if note.method == "notifications/cancelled":
+            request_id = note.params.get("requestId")
+            scope = self._inflight.get(request_id) if isinstance(request_id, str | int) else None
+            if scope is not None:
+                log.info("request cancelled by client", id=request_id, reason=note.params.get("reason"))
+                scope.cancel()
+            return
+        self.router.notify(self.session, note)
+
+    async def _handle(self, request: Request, scope: trio.CancelScope) -> None:
+        with structlog.contextvars.bound_contextvars(request_id=request.id, method=request.method), scope:
+            try:
+                reply = await self._answer(request)
+            finally:
+                del self._inflight[request.id]
+            # Still inside the scope: a call cancelled before this point sends nothing.
+            await self._send(reply)
+
+    async def _answer(self, request: Request) -> dict[str, Any]:
+        """The response to `request`: the one place a failure becomes a JSON-RPC error."""
+        try:
+            result = await self.router.handle(self.session, request)
+        except ProtocolError as exc:
+            return jsonrpc.error_message(request.id, exc.code, exc.message, exc.data)
+        except Exception:
+            log.exception("request failed")
+            return jsonrpc.error_message(request.id, jsonrpc.INTERNAL_ERROR, "Internal error")
+        return jsonrpc.result_message(request.id, result)
+
+    async def _send(self, message: dict[str, Any]) -> None:
+        assert self._out is not None
+        await self._out.send(message)
+
+    async def _notifier(self, *, task_status: trio.TaskStatus[trio.CancelScope]) -> None:
+        """Tell an initialized client whenever the tool surface changed (coalesced)."""
+        with trio.CancelScope() as scope:
+            task_status.started(scope)
+            seen = self.tools_changed.version
+            while True:
+                seen = await self.tools_changed.wait_beyond(seen)
+                if self.session.initialized:
+                    await self._send(jsonrpc.notification_message("notifications/tools/list_changed"))
+
+    @staticmethod
+    async def _writer(outbox: trio.MemoryReceiveChannel[dict[str, Any]], send: trio.abc.SendStream,
+                      server_scope: trio.CancelScope) -> None:
+        async with outbox:
+            async for message in outbox:
+                try:
+                    await send.send_all(jsonrpc.encode(message))
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    log.info("stdout closed by the client; stopping")
+                    server_scope.cancel()
+                    return

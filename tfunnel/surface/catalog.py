@@ -1,0 +1,152 @@
+"""Surfaced names and visibility: which tools a client may list, read and run (pure).
+
+A `Catalog` is an immutable snapshot built from the register and the state overlay (and, once
+upstreams exist, their tools). It is rebuilt on every config change and swapped whole.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from tfunnel.config.model import META_TOOL_NAMES, Register, ToolEntry, ToolState, Visibility
+from tfunnel.surface import search
+
+Kind = Literal["meta", "local"]
+DEFAULT_LIST_LIMIT = 20
+_EMPTY_OBJECT_SCHEMA: Mapping[str, Any] = {"type": "object", "additionalProperties": False}
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """A visibility with the per-kind defaults applied."""
+
+    enabled: bool
+    hot: bool
+    hidden: bool
+
+
+def resolve_visibility(kind: Kind, vis: Visibility | None) -> Resolved:
+    """Defaults: enabled; hot only for meta-tools; never hidden."""
+    vis = vis or Visibility()
+    return Resolved(
+        enabled=vis.enabled is not False,
+        hot=vis.hot if vis.hot is not None else kind == "meta",
+        hidden=vis.hidden is True,
+    )
+
+
+def local_input_schema(entry: ToolEntry) -> dict[str, Any]:
+    schema = dict(entry.input_schema) if entry.input_schema is not None else dict(_EMPTY_OBJECT_SCHEMA)
+    schema.setdefault("type", "object")
+    return schema
+
+
+@dataclass(frozen=True)
+class CatalogRow:
+    """One tool as `tfunnel tools` shows it."""
+
+    name: str
+    kind: Kind
+    display: str
+    category: str
+    mode: str
+    visibility: Resolved
+
+
+class Catalog:
+    def __init__(self, register: Register, state: ToolState) -> None:
+        self.register = register
+        self.state = state
+        self._by_id = register.by_id()
+        self._by_display: dict[str, ToolEntry] = {}
+        for entry in register.tools:
+            self._by_display.setdefault(entry.name, entry)
+
+    def visibility(self, name: str, kind: Kind) -> Resolved:
+        return resolve_visibility(kind, self.state.entries.get(name))
+
+    def find_local(self, name: str) -> ToolEntry | None:
+        """A register entry by id, else by display name (enabled or not)."""
+        return self._by_id.get(name) or self._by_display.get(name)
+
+    def enabled_local(self, name: str) -> ToolEntry | None:
+        entry = self.find_local(name)
+        if entry is None or not self.visibility(entry.id, "local").enabled:
+            return None
+        return entry
+
+    def meta_callable(self, name: str) -> bool:
+        """A meta-tool is on the top level (and callable) when it is enabled and hot."""
+        if name not in META_TOOL_NAMES:
+            return False
+        vis = self.visibility(name, "meta")
+        return vis.enabled and vis.hot
+
+    def hot_local(self, name: str) -> ToolEntry | None:
+        """A local tool promoted to the top level, by its surfaced name (its id)."""
+        entry = self._by_id.get(name)
+        if entry is None:
+            return None
+        vis = self.visibility(entry.id, "local")
+        return entry if vis.enabled and vis.hot else None
+
+    def top_level(self, meta_definitions: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
+        """`tools/list` in funnel mode: hot meta-tools, then hot enabled local tools."""
+        tools = [dict(meta_definitions[name]) for name in META_TOOL_NAMES if self.meta_callable(name)]
+        for entry in self.register.tools:
+            if self.hot_local(entry.id) is not None:
+                tools.append({
+                    "name": entry.id,
+                    "title": entry.name,
+                    "description": entry.summary or entry.name,
+                    "inputSchema": local_input_schema(entry),
+                })
+        return tools
+
+    def briefs(
+        self, *, filter: str = "", category: str = "", query: str = "", limit: int | None = None
+    ) -> list[dict[str, str]]:
+        """Enabled tools as `{id, name, summary, category}`: local first, in register order."""
+        candidates = [e for e in self.register.tools if self.visibility(e.id, "local").enabled]
+        if category:
+            candidates = [e for e in candidates if e.category == category]
+        if filter:
+            needle = filter.lower()
+            candidates = [e for e in candidates if needle in f"{e.id} {e.name} {e.summary}".lower()]
+        if query:
+            documents = [search.Document(e.id, _search_text(e)) for e in candidates]
+            order = search.rank(query, documents, limit or DEFAULT_LIST_LIMIT)
+            by_id = {e.id: e for e in candidates}
+            candidates = [by_id[key] for key in order]
+        elif limit is not None:
+            candidates = candidates[:limit]
+        return [{"id": e.id, "name": e.name, "summary": e.summary, "category": e.category}
+                for e in candidates]
+
+    def rows(self) -> list[CatalogRow]:
+        rows = [CatalogRow(name, "meta", name, "meta", "meta", self.visibility(name, "meta"))
+                for name in META_TOOL_NAMES]
+        rows += [CatalogRow(e.id, "local", e.name, e.category, e.mode, self.visibility(e.id, "local"))
+                 for e in self.register.tools]
+        return rows
+
+
+def _search_text(entry: ToolEntry) -> str:
+    # The id and display name count twice: a hit there says more than one in the prose.
+    params = " ".join(_parameter_names(entry.input_schema))
+    return " ".join([entry.id, entry.id, entry.name, entry.name, entry.summary,
+                     entry.instructions, params])
+
+
+def _parameter_names(schema: Mapping[str, Any] | None) -> list[str]:
+    if not schema:
+        return []
+    props = schema.get("properties")
+    return list(props) if isinstance(props, Mapping) else []
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, indent=2)

@@ -1,0 +1,52 @@
+"""Argument validation against a tool's `inputSchema`, with errors that name the field."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from functools import lru_cache
+from typing import Any
+
+import jsonschema
+from jsonschema.exceptions import ValidationError, best_match
+
+from tfunnel.errors import ToolFailure
+
+
+@lru_cache(maxsize=512)
+def _validator(schema_json: str) -> jsonschema.protocols.Validator:
+    import json
+
+    schema = json.loads(schema_json)
+    cls = jsonschema.validators.validator_for(schema)
+    return cls(schema)
+
+
+def validate_args(tool: str, schema: Mapping[str, Any] | None, args: Mapping[str, Any]) -> None:
+    """Raise `ToolFailure` naming the offending argument when `args` fail `schema`."""
+    if not schema:
+        return
+    import json
+
+    validator = _validator(json.dumps(schema, sort_keys=True))
+    error = best_match(validator.iter_errors(dict(args)))
+    if error is not None:
+        raise ToolFailure(f"invalid arguments for {tool!r}: {describe(error, schema)}")
+
+
+def describe(error: ValidationError, schema: Mapping[str, Any]) -> str:
+    """One sentence: which argument, what is wrong, what is allowed."""
+    path = ".".join(str(p) for p in error.absolute_path)
+    where = f"argument {path!r}" if path else "arguments"
+    if error.validator == "required":
+        missing = error.message.split("'")[1] if "'" in error.message else error.message
+        prefix = f"{path}." if path else ""
+        return f"missing required argument {prefix}{missing!r}"
+    if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+        props = error.schema.get("properties", {}) if isinstance(error.schema, dict) else {}
+        extra = sorted(k for k in error.instance if k not in props)
+        allowed = ", ".join(sorted(props)) or "none"
+        return f"unexpected argument {', '.join(repr(k) for k in extra)} (allowed: {allowed})"
+    if error.validator == "enum" and isinstance(error.validator_value, list):
+        allowed = ", ".join(repr(v) for v in error.validator_value)
+        return f"{where} must be one of {allowed}; got {error.instance!r}"
+    return f"{where}: {error.message}"

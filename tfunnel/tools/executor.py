@@ -1,0 +1,168 @@
+"""Run one child process in its own process group, bounded in time and output.
+
+The contract: whatever happens to the caller (timeout, cancellation, gateway shutdown), the
+whole process group is gone and reaped before `run_child` returns or re-raises.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import trio
+
+from tfunnel.errors import ToolFailure
+
+# How long a process group gets to exit after SIGTERM before SIGKILL: long enough for a
+# script to clean up, short enough that a cancelled call frees its slot promptly.
+TERM_GRACE_S = 1.0
+# After the leader exits, how long grandchildren outside our process group (e.g. a daemon that
+# called setsid) may hold our pipes open before we stop reading and return anyway.
+DRAIN_AFTER_EXIT_S = 2.0
+_READ_CHUNK = 65536
+
+
+@dataclass(frozen=True)
+class ProcessSpec:
+    argv: Sequence[str]
+    cwd: str
+    env: Mapping[str, str]
+    stdin: bytes
+    timeout_s: float
+    output_cap: int
+
+
+@dataclass(frozen=True)
+class ProcessOutcome:
+    returncode: int | None
+    stdout: bytes
+    stderr: bytes
+    stdout_total: int
+    stderr_total: int
+    timed_out: bool
+    duration_s: float
+
+
+class _Capped:
+    """Keeps the first `cap` bytes of a stream and counts the rest (so the child never blocks)."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self.chunks: list[bytes] = []
+        self.kept = 0
+        self.total = 0
+
+    def add(self, data: bytes | bytearray) -> None:
+        self.total += len(data)
+        room = self.cap - self.kept
+        if room > 0:
+            piece = bytes(data[:room])
+            self.chunks.append(piece)
+            self.kept += len(piece)
+
+    def value(self) -> bytes:
+        return b"".join(self.chunks)
+
+
+def _killpg(pgid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+async def stop_group(proc: trio.Process) -> None:
+    """SIGTERM the group, wait `TERM_GRACE_S`, SIGKILL it; reap the leader; sweep stragglers."""
+    pgid = proc.pid  # start_new_session=True makes the child its group's leader
+    if proc.returncode is None:
+        _killpg(pgid, signal.SIGTERM)
+        with trio.move_on_after(TERM_GRACE_S):
+            await proc.wait()
+        if proc.returncode is None:
+            _killpg(pgid, signal.SIGKILL)
+            await proc.wait()
+    # Members left behind by a leader that exited (background jobs) die with the call.
+    _killpg(pgid, signal.SIGKILL)
+
+
+async def run_child(spec: ProcessSpec) -> ProcessOutcome:
+    """Run `spec` to completion or timeout; raise `ToolFailure` if it cannot be started."""
+    started = time.monotonic()
+    try:
+        proc = await trio.lowlevel.open_process(
+            list(spec.argv),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=spec.cwd,
+            env=dict(spec.env),
+            start_new_session=True,
+        )
+    except OSError as exc:
+        raise ToolFailure(f"cannot start {spec.argv[0]!r}: {exc.strerror or exc}") from exc
+    out, err = _Capped(spec.output_cap), _Capped(spec.output_cap)
+    timed_out = False
+    try:
+        async with trio.open_nursery() as nursery:
+            drained = _Countdown(2)
+            nursery.start_soon(_feed, proc, spec.stdin)
+            nursery.start_soon(_drain, proc.stdout, out, drained)
+            nursery.start_soon(_drain, proc.stderr, err, drained)
+            with trio.move_on_after(spec.timeout_s) as deadline:
+                await proc.wait()
+            timed_out = deadline.cancelled_caught
+            await stop_group(proc)
+            with trio.move_on_after(DRAIN_AFTER_EXIT_S):
+                await drained.done.wait()
+            nursery.cancel_scope.cancel()
+    finally:
+        with trio.CancelScope(shield=True):
+            await stop_group(proc)
+            for stream in (proc.stdin, proc.stdout, proc.stderr):
+                if stream is not None:
+                    await stream.aclose()
+    return ProcessOutcome(
+        returncode=None if timed_out else proc.returncode,
+        stdout=out.value(),
+        stderr=err.value(),
+        stdout_total=out.total,
+        stderr_total=err.total,
+        timed_out=timed_out,
+        duration_s=time.monotonic() - started,
+    )
+
+
+class _Countdown:
+    def __init__(self, n: int) -> None:
+        self.left = n
+        self.done = trio.Event()
+
+    def tick(self) -> None:
+        self.left -= 1
+        if self.left <= 0:
+            self.done.set()
+
+
+async def _feed(proc: trio.Process, data: bytes) -> None:
+    assert proc.stdin is not None
+    try:
+        if data:
+            await proc.stdin.send_all(data)
+        await proc.stdin.aclose()
+    except (trio.BrokenResourceError, trio.ClosedResourceError):
+        pass  # the tool exited or closed stdin without reading its arguments: allowed
+
+
+async def _drain(stream: trio.abc.ReceiveStream | None, sink: _Capped, drained: _Countdown) -> None:
+    try:
+        if stream is None:
+            return
+        while data := await stream.receive_some(_READ_CHUNK):
+            sink.add(data)
+    except (trio.BrokenResourceError, trio.ClosedResourceError):
+        pass
+    finally:
+        drained.tick()
