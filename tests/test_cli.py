@@ -1,0 +1,113 @@
+"""The `tfunnel` command line, run as a real process."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.wire import gateway_argv
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def tfunnel(home: Path, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    return subprocess.run(gateway_argv(home, *args), input=stdin, capture_output=True, text=True,
+                          timeout=30)
+
+
+def break_register(home: Path) -> None:
+    path = home / "tools" / "tools.register.json"
+    register = json.loads(path.read_text())
+    register["tools"][2]["name"] = 5
+    register["tools"][3]["timeoutS"] = "soon"
+    path.write_text(json.dumps(register))
+
+
+EXPECTED_PROBLEMS = [
+    "tools/tools.register.json: tools[2] (id 'hash'): field 'name': must be a non-empty string, got 5",
+    "tools/tools.register.json: tools[3] (id 'uuid'): field 'timeoutS': must be a positive number, "
+    'got "soon"',
+]
+
+
+def test_check_names_file_entry_and_field(home: Path) -> None:
+    """`tfunnel check` prints every problem (file, entry, field) and exits 1."""
+    break_register(home)
+    done = tfunnel(home, "check")
+    assert done.returncode == 1
+    for problem in EXPECTED_PROBLEMS:
+        assert problem in done.stdout
+    assert "2 problem(s)" in done.stdout
+
+
+def test_check_passes_on_the_seeded_home(home: Path) -> None:
+    """The bundled home has no problems."""
+    done = tfunnel(home, "check")
+    assert done.returncode == 0, done.stdout
+    assert done.stdout.startswith("ok: ")
+
+
+def test_serve_refuses_to_start_with_the_same_message(home: Path) -> None:
+    """The gateway refuses a bad home at start (exit 1), naming the same problems on stderr."""
+    break_register(home)
+    done = tfunnel(home, "serve")
+    assert done.returncode == 1
+    assert done.stdout == ""
+    for problem in EXPECTED_PROBLEMS:
+        assert problem in done.stderr
+
+
+def test_start_line_names_the_home_and_seeding(tmp_path: Path) -> None:
+    """Every start prints one stderr line naming the resolved home and whether it was seeded."""
+    home = tmp_path / "fresh"
+    first = tfunnel(home, "check")
+    assert f"tfunnel: config home {home} (seeded from the bundled defaults; from --home)" in first.stderr
+    assert (home / "tools" / "tools.register.json").exists()
+    assert not (home / "tools" / "tools.state.json").exists()
+    assert not (home / "systemd").exists()
+    second = tfunnel(home, "check")
+    assert f"tfunnel: config home {home} (existing; from --home)" in second.stderr
+
+
+def test_global_options_work_after_the_subcommand(home: Path) -> None:
+    """`--home` may come after the subcommand too."""
+    done = subprocess.run([*gateway_argv(home)[:3], "check", "--home", str(home)],
+                          capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0 and str(home) in done.stdout
+
+
+def test_call_prints_the_result_and_sets_the_status(home: Path) -> None:
+    """`tfunnel call` runs a tool through the surface: 0 on success, 1 on a tool error, 2 on bad JSON."""
+    ok = tfunnel(home, "call", "hash", '{"text": "abc"}')
+    assert ok.returncode == 0, ok.stderr
+    assert json.loads(ok.stdout)["hexdigest"].startswith("ba7816bf")
+    meta = tfunnel(home, "call", "toolfunnel_list_tools", '{"category": "crypto"}')
+    assert json.loads(meta.stdout) == {"tools": [{"id": "hash", "name": "Hash", "category": "crypto",
+                                                  "summary": json.loads(meta.stdout)["tools"][0]["summary"]}]}
+    failed = tfunnel(home, "call", "hash", "{}")
+    assert failed.returncode == 1 and "'text'" in failed.stdout
+    bad = tfunnel(home, "call", "hash", "{nope")
+    assert bad.returncode == 2 and "JSON" in bad.stderr
+
+
+def test_tool_visibility_commands_write_the_state_file(home: Path) -> None:
+    """`tfunnel tool ...` merges one axis into tools.state.json; `tfunnel tools` shows it."""
+    assert tfunnel(home, "tool", "hot", "hash").returncode == 0
+    assert tfunnel(home, "tool", "disable", "hash").returncode == 0
+    assert tfunnel(home, "tool", "unhot", "toolfunnel_howto").returncode == 0
+    state = json.loads((home / "tools" / "tools.state.json").read_text())
+    assert state == {"hash": {"hot": True, "enabled": False}, "toolfunnel_howto": {"hot": False}}
+    listing = tfunnel(home, "tools").stdout.splitlines()
+    row = next(line for line in listing if line.startswith("hash "))
+    assert row.split()[1:5] == ["local", "no", "yes", "no"]
+    unknown = tfunnel(home, "tool", "hot", "nope")
+    assert unknown.returncode == 1 and "nope" in unknown.stderr
+
+
+def test_usage_errors_exit_2(home: Path) -> None:
+    """An unknown command or option is a usage error (exit 2)."""
+    assert tfunnel(home, "frobnicate").returncode == 2
+    assert tfunnel(home, "tool", "explode", "hash").returncode == 2

@@ -1,0 +1,489 @@
+"""Table-driven tests for the config home: load, validate, home, atomic, model, and `tfunnel check`."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tfunnel.check import check_home
+from tfunnel.config import atomic
+from tfunnel.config.home import resolve_home, seed_dir, seed_home
+from tfunnel.config.load import (
+    REGISTER_FILE,
+    SETTINGS_FILE,
+    STATE_FILE,
+    load_register,
+    load_settings,
+    load_state,
+)
+from tfunnel.config.model import Invoke, Register, Settings, ToolEntry, ToolState, Visibility
+from tfunnel.errors import ConfigError, ConfigProblem
+
+SHELL = {"type": "shell", "command": "true"}
+
+
+def put(home: Path, rel: str, value: Any) -> Path:
+    """Write `value` (JSON, or raw text when a str) to `home/rel`."""
+    path = home / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(value if isinstance(value, str) else json.dumps(value), encoding="utf-8")
+    return path
+
+
+def problems_of(exc: pytest.ExceptionInfo[ConfigError]) -> list[ConfigProblem]:
+    assert exc.value.problems, "ConfigError without problems"
+    return exc.value.problems
+
+
+# --------------------------------------------------------------------------- settings
+
+
+def test_settings_defaults_when_missing(tmp_path: Path) -> None:
+    """A missing toolfunnel.json means every default."""
+    assert load_settings(tmp_path) == Settings()
+
+
+def test_settings_values_read(tmp_path: Path) -> None:
+    """Valid fields are read; unknown fields are kept in raw."""
+    put(tmp_path, SETTINGS_FILE, {"serverName": "gw", "httpPort": 8000, "serveLegacy": False,
+                                  "gate": {"askFallback": "allow"}, "limits": {"toolTimeoutS": 2.5},
+                                  "futureField": {"x": 1}})
+    settings = load_settings(tmp_path)
+    assert (settings.server_name, settings.http_port, settings.serve_legacy) == ("gw", 8000, False)
+    assert settings.gate.ask_fallback == "allow"
+    assert settings.limits.tool_timeout_s == 2.5
+    assert settings.raw["futureField"] == {"x": 1}
+
+
+@pytest.mark.parametrize(
+    ("raw", "entry", "field"),
+    [
+        pytest.param({"serverName": 5}, None, "serverName", id="serverName-number"),
+        pytest.param({"serverName": "  "}, None, "serverName", id="serverName-blank"),
+        pytest.param({"serverVersion": []}, None, "serverVersion", id="serverVersion-array"),
+        pytest.param({"clientName": None}, None, "clientName", id="clientName-null"),
+        pytest.param({"httpPort": "x"}, None, "httpPort", id="httpPort-string"),
+        pytest.param({"httpPort": 70000}, None, "httpPort", id="httpPort-too-big"),
+        pytest.param({"httpPort": 0}, None, "httpPort", id="httpPort-zero"),
+        pytest.param({"httpPort": 80.5}, None, "httpPort", id="httpPort-float"),
+        pytest.param({"uiPort": True}, None, "uiPort", id="uiPort-bool"),
+        pytest.param({"serveLegacy": "no"}, None, "serveLegacy", id="serveLegacy-string"),
+        pytest.param({"requires": {}}, None, "requires", id="requires-object"),
+        pytest.param({"limits": {"toolTimeoutS": -1}}, "limits", "toolTimeoutS", id="toolTimeoutS-negative"),
+        pytest.param({"limits": {"toolTimeoutS": "5"}}, "limits", "toolTimeoutS", id="toolTimeoutS-string"),
+        pytest.param({"limits": {"shutdownGraceS": 0}}, "limits", "shutdownGraceS", id="shutdownGraceS-zero"),
+        pytest.param({"limits": {"maxMessageBytes": 10}}, "limits", "maxMessageBytes", id="maxMessage-small"),
+        pytest.param({"limits": {"toolOutputBytes": "1M"}}, "limits", "toolOutputBytes", id="output-string"),
+        pytest.param({"limits": []}, None, "limits", id="limits-array"),
+        pytest.param({"gate": {"askFallback": "maybe"}}, "gate", "askFallback", id="askFallback-unknown"),
+        pytest.param({"gate": "deny"}, None, "gate", id="gate-string"),
+    ],
+)
+def test_settings_wrong_field(tmp_path: Path, raw: dict[str, Any], entry: str | None, field: str) -> None:
+    """A wrong-typed settings field raises ConfigError naming toolfunnel.json, the entry and the field."""
+    put(tmp_path, SETTINGS_FILE, raw)
+    with pytest.raises(ConfigError) as exc:
+        load_settings(tmp_path)
+    [problem] = problems_of(exc)
+    assert (problem.file, problem.entry, problem.field) == (SETTINGS_FILE, entry, field)
+    text = str(problem)
+    assert SETTINGS_FILE in text and repr(field) in text
+    if entry is not None:
+        assert entry in text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [pytest.param("{", id="invalid-json"), pytest.param("[]", id="not-object"), pytest.param("3", id="number")],
+)
+def test_settings_unreadable(tmp_path: Path, text: str) -> None:
+    """Invalid JSON or a non-object top level is a ConfigError naming the file."""
+    put(tmp_path, SETTINGS_FILE, text)
+    with pytest.raises(ConfigError) as exc:
+        load_settings(tmp_path)
+    assert all(p.file == SETTINGS_FILE for p in problems_of(exc))
+
+
+def test_settings_all_problems_at_once(tmp_path: Path) -> None:
+    """Every bad field is reported in one ConfigError, not just the first."""
+    put(tmp_path, SETTINGS_FILE, {"serverName": 5, "httpPort": "x", "gate": {"askFallback": "maybe"}})
+    with pytest.raises(ConfigError) as exc:
+        load_settings(tmp_path)
+    assert sorted(str(p.field) for p in problems_of(exc)) == ["askFallback", "httpPort", "serverName"]
+
+
+# --------------------------------------------------------------------------- register
+
+
+def register(*tools: Any, **top: Any) -> dict[str, Any]:
+    return {"version": 1, "tools": list(tools), **top}
+
+
+def test_register_missing(tmp_path: Path) -> None:
+    """A missing register is a ConfigError naming the file."""
+    with pytest.raises(ConfigError) as exc:
+        load_register(tmp_path)
+    [problem] = problems_of(exc)
+    assert REGISTER_FILE in str(problem) and "missing" in str(problem)
+
+
+def test_register_invalid_json_names_position(tmp_path: Path) -> None:
+    """Invalid JSON is reported with its line and column."""
+    put(tmp_path, REGISTER_FILE, '{\n  "tools": [\n    {"id": "a",}\n  ]\n}')
+    with pytest.raises(ConfigError) as exc:
+        load_register(tmp_path)
+    [problem] = problems_of(exc)
+    assert REGISTER_FILE in str(problem)
+    assert "line 3" in problem.message and "column" in problem.message
+
+
+@pytest.mark.parametrize(
+    ("raw", "entry", "fields"),
+    [
+        pytest.param([], None, (None,), id="top-level-array"),
+        pytest.param({"tools": {}}, None, ("tools",), id="tools-not-array"),
+        pytest.param({"version": "1", "tools": []}, None, ("version",), id="version-string"),
+        pytest.param(register(5), "tools[0]", (None,), id="entry-not-object"),
+        pytest.param(register({"name": "A", "invoke": SHELL}), "tools[0]", ("id",), id="missing-id"),
+        pytest.param(register({"id": 5, "name": "A", "invoke": SHELL}), "tools[0]", ("id",), id="id-number"),
+        pytest.param(register({"id": "a", "invoke": SHELL}), "tools[0] (id 'a')", ("name",), id="missing-name"),
+        pytest.param(register({"id": "a", "name": "A", "invoke": SHELL}, {"id": "a", "name": "B", "invoke": SHELL}),
+                     "tools[1] (id 'a')", ("id",), id="duplicate-id"),
+        pytest.param(register({"id": "toolfunnel_run_tool", "name": "R", "invoke": SHELL}),
+                     "tools[0] (id 'toolfunnel_run_tool')", ("id",), id="reserved-meta-id"),
+        pytest.param(register({"id": "passthrough", "name": "P", "invoke": SHELL}),
+                     "tools[0] (id 'passthrough')", ("id",), id="reserved-state-key"),
+        pytest.param(register({"id": "a", "name": "A", "mode": "server", "invoke": SHELL}),
+                     "tools[0] (id 'a')", ("mode",), id="bad-mode"),
+        pytest.param(register({"id": "a", "name": "A", "summary": 5, "invoke": SHELL}),
+                     "tools[0] (id 'a')", ("summary",), id="summary-number"),
+        pytest.param(register({"id": "a", "name": "A", "invoke": "run.sh"}),
+                     "tools[0] (id 'a')", ("invoke",), id="invoke-string"),
+        pytest.param(register({"id": "a", "name": "A", "invoke": {"type": "python", "path": "x.py"}}),
+                     "tools[0] (id 'a')", ("invoke.type", "type"), id="invoke-unknown-type"),
+        pytest.param(register({"id": "a", "name": "A", "invoke": {"path": "x.py"}}),
+                     "tools[0] (id 'a')", ("invoke.type", "type"), id="invoke-missing-type"),
+        pytest.param(register({"id": "a", "name": "A", "invoke": {"type": "script"}}),
+                     "tools[0] (id 'a')", ("invoke.path", "path"), id="script-without-path"),
+        pytest.param(register({"id": "a", "name": "A", "invoke": {"type": "shell", "command": ""}}),
+                     "tools[0] (id 'a')", ("invoke.command", "command"), id="shell-empty-command"),
+        pytest.param(register({"id": "a", "name": "A", "mode": "gateway"}),
+                     "tools[0] (id 'a')", ("invoke",), id="gateway-without-invoke"),
+        pytest.param(register({"id": "a", "name": "A", "invoke": SHELL, "inputSchema": []}),
+                     "tools[0] (id 'a')", ("inputSchema",), id="schema-not-object"),
+        pytest.param(register({"id": "a", "name": "A", "invoke": SHELL, "inputSchema": {"type": "array"}}),
+                     "tools[0] (id 'a')", ("inputSchema",), id="schema-type-not-object"),
+        pytest.param(register({"id": "a", "name": "A", "invoke": SHELL,
+                               "inputSchema": {"type": "object", "properties": {"x": {"type": "nope"}}}}),
+                     "tools[0] (id 'a')", ("inputSchema",), id="schema-invalid"),
+        pytest.param(register({"id": "a", "name": "A", "invoke": SHELL, "timeoutS": 0}),
+                     "tools[0] (id 'a')", ("timeoutS",), id="timeout-zero"),
+        pytest.param(register({"id": "a", "name": "A", "invoke": SHELL, "timeoutS": "10"}),
+                     "tools[0] (id 'a')", ("timeoutS",), id="timeout-string"),
+    ],
+)
+def test_register_problem(tmp_path: Path, raw: Any, entry: str | None, fields: tuple[str | None, ...]) -> None:
+    """Each register problem names tools/tools.register.json, the entry (index and id) and the field."""
+    put(tmp_path, REGISTER_FILE, raw)
+    with pytest.raises(ConfigError) as exc:
+        load_register(tmp_path)
+    [problem] = problems_of(exc)
+    assert problem.file == REGISTER_FILE
+    assert problem.entry == entry
+    assert problem.field in fields
+    text = str(problem)
+    assert REGISTER_FILE in text
+    if entry is not None:
+        assert entry in text
+    if problem.field is not None:
+        assert repr(problem.field) in text
+
+
+def test_register_all_problems_at_once(tmp_path: Path) -> None:
+    """Problems in several entries are reported together."""
+    put(tmp_path, REGISTER_FILE, register({"id": "a", "invoke": SHELL}, {"id": "b", "name": "B", "timeoutS": -1,
+                                                                         "invoke": SHELL}))
+    with pytest.raises(ConfigError) as exc:
+        load_register(tmp_path)
+    assert [(p.entry, p.field) for p in problems_of(exc)] == [
+        ("tools[0] (id 'a')", "name"), ("tools[1] (id 'b')", "timeoutS")]
+
+
+@pytest.mark.parametrize(
+    ("item", "mode"),
+    [
+        pytest.param({"id": "a", "name": "A", "invoke": SHELL}, "gateway", id="invoke-gateway"),
+        pytest.param({"id": "a", "name": "A"}, "reference", id="no-invoke-reference"),
+        pytest.param({"id": "a", "name": "A", "mode": "reference", "invoke": SHELL}, "reference",
+                     id="explicit-reference"),
+        pytest.param({"id": "a", "name": "A", "mode": "gateway", "invoke": SHELL}, "gateway",
+                     id="explicit-gateway"),
+    ],
+)
+def test_register_mode_inference(tmp_path: Path, item: dict[str, Any], mode: str) -> None:
+    """An invoke makes an entry gateway; without one it is reference (an explicit mode wins)."""
+    put(tmp_path, REGISTER_FILE, register(item))
+    assert load_register(tmp_path).tools[0].mode == mode
+
+
+def test_register_toolfunnel_style_loads_unchanged(tmp_path: Path) -> None:
+    """A ToolFunnel register (script invokes under tools/scripts, unknown fields) loads as written."""
+    raw = {
+        "version": 2, "description": "old", "generatedBy": "toolfunnel 0.6",
+        "tools": [
+            {"id": "x", "name": "X Tool", "summary": "does x", "category": "misc",
+             "invoke": {"type": "script", "path": "tools/scripts/x.js", "nodeFlags": ["--x"]},
+             "tags": ["a"], "author": {"name": "me"}},
+            {"id": "y", "name": "Y", "summary": "", "category": "misc",
+             "invoke": {"type": "shell", "command": "echo y"}, "legacyField": True},
+        ],
+    }
+    put(tmp_path, REGISTER_FILE, raw)
+    assert load_register(tmp_path) == Register(version=2, description="old", tools=(
+        ToolEntry(id="x", name="X Tool", summary="does x", category="misc", mode="gateway",
+                  invoke=Invoke("script", "tools/scripts/x.js")),
+        ToolEntry(id="y", name="Y", category="misc", mode="gateway", invoke=Invoke("shell", "echo y")),
+    ))
+
+
+def test_seed_register_loads() -> None:
+    """The bundled seed register is valid and every entry has an inputSchema."""
+    loaded = load_register(seed_dir())
+    assert loaded.tools and all(t.input_schema is not None for t in loaded.tools)
+
+
+# --------------------------------------------------------------------------- state
+
+
+@pytest.mark.parametrize(
+    ("text", "entries", "passthrough", "problem_entries"),
+    [
+        pytest.param(None, {}, None, [], id="missing"),
+        pytest.param("{oops", {}, None, [None], id="invalid-json"),
+        pytest.param("[]", {}, None, [None], id="not-object"),
+        pytest.param('{"hash": {"hot": true, "note": "kept"}}', {"hash": Visibility(hot=True)}, None, [],
+                     id="unknown-field-ignored"),
+        pytest.param('{"echo": {"hot": "yes"}, "hash": {"enabled": false}}', {"hash": Visibility(enabled=False)},
+                     None, ["'echo'"], id="non-bool-hot-dropped"),
+        pytest.param('{"echo": 5, "hash": {"hidden": true}}', {"hash": Visibility(hidden=True)}, None,
+                     ["'echo'"], id="entry-not-object-dropped"),
+        pytest.param('{"passthrough": "up1"}', {}, "up1", [], id="passthrough-kept"),
+        pytest.param('{"passthrough": null}', {}, None, [], id="passthrough-null"),
+        pytest.param('{"passthrough": 5}', {}, None, [None], id="passthrough-number"),
+    ],
+)
+def test_load_state(tmp_path: Path, text: str | None, entries: dict[str, Visibility], passthrough: str | None,
+                    problem_entries: list[str | None]) -> None:
+    """load_state never raises: bad files or entries fall back to defaults plus a problem naming them."""
+    if text is not None:
+        put(tmp_path, STATE_FILE, text)
+    state, problems = load_state(tmp_path)
+    assert state == ToolState(entries=entries, passthrough=passthrough)
+    assert [p.entry for p in problems] == problem_entries
+    assert all(p.file == STATE_FILE for p in problems)
+    for problem in problems:
+        if problem.entry is not None:
+            assert problem.entry in str(problem)
+
+
+# --------------------------------------------------------------------------- home
+
+
+@pytest.mark.parametrize(
+    ("cli", "env", "expected", "source"),
+    [
+        pytest.param("{t}/cli", {"TFUNNEL_HOME": "{t}/tf", "TOOLFUNNEL_HOME": "{t}/tl", "HOME": "{t}/h"},
+                     "{t}/cli", "--home", id="cli-wins"),
+        pytest.param("  ", {"TFUNNEL_HOME": "{t}/tf", "TOOLFUNNEL_HOME": "{t}/tl"}, "{t}/tf", "TFUNNEL_HOME",
+                     id="blank-cli-skipped"),
+        pytest.param(None, {"TFUNNEL_HOME": "{t}/tf", "TOOLFUNNEL_HOME": "{t}/tl"}, "{t}/tf", "TFUNNEL_HOME",
+                     id="tfunnel-home-over-toolfunnel"),
+        pytest.param(None, {"TFUNNEL_HOME": "", "TOOLFUNNEL_HOME": "{t}/tl", "XDG_CONFIG_HOME": "{t}/x"},
+                     "{t}/tl", "TOOLFUNNEL_HOME", id="blank-tfunnel-home-skipped"),
+        pytest.param(None, {"TOOLFUNNEL_HOME": " ", "XDG_CONFIG_HOME": "{t}/x", "HOME": "{t}/h"},
+                     "{t}/x/tfunnel", "default", id="xdg"),
+        pytest.param(None, {"XDG_CONFIG_HOME": "  ", "HOME": "{t}/h"}, "{t}/h/.config/tfunnel", "default",
+                     id="blank-xdg-home-config"),
+        pytest.param(None, {"HOME": "{t}/h"}, "{t}/h/.config/tfunnel", "default", id="home-config"),
+    ],
+)
+def test_resolve_home(tmp_path: Path, cli: str | None, env: dict[str, str], expected: str, source: str) -> None:
+    """--home > TFUNNEL_HOME > TOOLFUNNEL_HOME > XDG_CONFIG_HOME/tfunnel > HOME/.config/tfunnel."""
+    t = str(tmp_path)
+    resolved = resolve_home(cli.replace("{t}", t) if cli else cli, {k: v.replace("{t}", t) for k, v in env.items()})
+    assert resolved.path == Path(expected.replace("{t}", t)).resolve()
+    assert resolved.source == source
+
+
+SEED_FILES = {
+    "toolfunnel.json": "{}",
+    "tools/tools.register.json": '{"tools": []}',
+    "tools/tools.state.json": '{"x": {"hot": true}}',
+    "tools/scripts/a.py": "print(1)",
+    "tools/scripts/__pycache__/a.cpython-311.pyc": "junk",
+    "hooks/hooks.manifest.json": '{"hooks": []}',
+    "hooks/hooks.state.json": "{}",
+    "mcp/expose.json": '{"upstreams": []}',
+    "systemd/tfunnel.service": "[Unit]",
+    "clients/claude.json": "{}",
+}
+SEEDED = {"toolfunnel.json", "tools/tools.register.json", "tools/scripts/a.py", "hooks/hooks.manifest.json",
+          "mcp/expose.json"}
+
+
+@pytest.fixture
+def seed(tmp_path: Path) -> Path:
+    root = tmp_path / "seed"
+    for rel, text in SEED_FILES.items():
+        put(root, rel, text)
+    return root
+
+
+def files_under(root: Path) -> set[str]:
+    return {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()}
+
+
+@pytest.mark.parametrize("precreate", [False, True], ids=["missing-home", "empty-home"])
+def test_seed_home_seeds(tmp_path: Path, seed: Path, precreate: bool) -> None:
+    """A missing or empty home is seeded, without state files, systemd/, clients/ or caches."""
+    home = tmp_path / "home"
+    if precreate:
+        home.mkdir()
+    assert seed_home(home, seed) is True
+    assert files_under(home) == SEEDED
+    assert (home / "tools/scripts/a.py").read_text() == "print(1)"
+
+
+def test_seed_home_never_touches_non_empty_home(tmp_path: Path, seed: Path) -> None:
+    """A non-empty home is not seeded: returns False, overwrites nothing and copies nothing."""
+    home = tmp_path / "home"
+    put(home, "toolfunnel.json", '{"serverName": "mine"}')
+    assert seed_home(home, seed) is False
+    assert files_under(home) == {"toolfunnel.json"}
+    assert (home / "toolfunnel.json").read_text() == '{"serverName": "mine"}'
+
+
+def test_seed_home_second_time_keeps_edits(tmp_path: Path, seed: Path) -> None:
+    """Seeding runs once: an edited seeded file survives a second call."""
+    home = tmp_path / "home"
+    seed_home(home, seed)
+    (home / "toolfunnel.json").write_text('{"edited": true}')
+    assert seed_home(home, seed) is False
+    assert (home / "toolfunnel.json").read_text() == '{"edited": true}'
+
+
+# --------------------------------------------------------------------------- atomic
+
+
+def entries_in(folder: Path) -> set[str]:
+    return {p.name for p in folder.iterdir()}
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        pytest.param(None, b"fresh", id="create"),
+        pytest.param(b"old content, longer than the new", b"new", id="replace-shorter"),
+        pytest.param(b"", b"x" * 100_000, id="replace-longer"),
+        pytest.param(b"same", b"", id="empty"),
+    ],
+)
+def test_write_atomic_replaces(tmp_path: Path, old: bytes | None, new: bytes) -> None:
+    """write_atomic leaves exactly the new content and no temp file."""
+    path = tmp_path / "sub" / "f.json"
+    if old is not None:
+        path.parent.mkdir()
+        path.write_bytes(old)
+    atomic.write_atomic(path, new)
+    assert path.read_bytes() == new
+    assert entries_in(path.parent) == {"f.json"}
+
+
+@pytest.mark.parametrize("mode", [0o600, 0o640, 0o755], ids=oct)
+def test_write_atomic_keeps_mode(tmp_path: Path, mode: int) -> None:
+    """The replaced file keeps its permission bits."""
+    path = tmp_path / "f"
+    path.write_bytes(b"old")
+    path.chmod(mode)
+    atomic.write_atomic(path, b"new")
+    assert stat.S_IMODE(path.stat().st_mode) == mode
+
+
+@pytest.mark.parametrize("failing", ["replace", "fsync"])
+def test_write_atomic_failure_keeps_old(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, failing: str) -> None:
+    """A failure mid-write leaves the old file intact and no temp file behind."""
+    path = tmp_path / "f.json"
+    path.write_bytes(b"old")
+
+    def boom(*args: Any, **kwargs: Any) -> None:
+        raise OSError("disk on fire")
+
+    monkeypatch.setattr(os, failing, boom)
+    with pytest.raises(OSError, match="disk on fire"):
+        atomic.write_atomic(path, b"new")
+    monkeypatch.undo()
+    assert path.read_bytes() == b"old"
+    assert entries_in(tmp_path) == {"f.json"}
+
+
+def test_write_json_atomic(tmp_path: Path) -> None:
+    """write_json_atomic writes indented UTF-8 JSON with a trailing newline."""
+    path = tmp_path / "x.json"
+    atomic.write_json_atomic(path, {"a": "ü"})
+    assert path.read_text("utf-8") == '{\n  "a": "ü"\n}\n'
+
+
+def test_sweep_temp_files(tmp_path: Path) -> None:
+    """sweep_temp_files removes only files with the temp suffix, in every subfolder."""
+    suffix = atomic.TEMP_SUFFIX
+    removed = {f".a.json.1.ab{suffix}", f"tools/.r.json.2.cd{suffix}"}
+    kept = {"a.json", f"tools/x{suffix}.bak", "tools/tfunnel-tmp", "tools/scripts/s.py"}
+    for rel in removed | kept:
+        put(tmp_path, rel, "x")
+    (tmp_path / f"dir{suffix}").mkdir()
+    swept = atomic.sweep_temp_files(tmp_path)
+    assert {p.relative_to(tmp_path).as_posix() for p in swept} == removed
+    assert files_under(tmp_path) == kept
+    assert (tmp_path / f"dir{suffix}").is_dir()
+    assert atomic.sweep_temp_files(tmp_path / "missing") == []
+
+
+# --------------------------------------------------------------------------- check
+
+
+@pytest.fixture
+def seeded(tmp_path: Path) -> Path:
+    home = tmp_path / "home"
+    seed_home(home, seed_dir())
+    return home
+
+
+def test_check_good_home(seeded: Path) -> None:
+    """A freshly seeded home has no problems."""
+    assert check_home(seeded) == []
+
+
+def test_check_missing_script(seeded: Path) -> None:
+    """A script invoke whose file is missing is one problem naming the entry and invoke.path."""
+    path = seeded / REGISTER_FILE
+    raw = json.loads(path.read_text())
+    raw["tools"].append({"id": "ghost", "name": "Ghost", "invoke": {"type": "script", "path": "tools/scripts/no.py"}})
+    path.write_text(json.dumps(raw))
+    [problem] = check_home(seeded)
+    assert problem.file == REGISTER_FILE
+    assert problem.field == "invoke.path"
+    assert problem.entry == f"tools[{len(raw['tools']) - 1}] (id 'ghost')"
+
+
+def test_check_reports_every_file(seeded: Path) -> None:
+    """check reports settings, state and register problems together."""
+    put(seeded, SETTINGS_FILE, {"httpPort": "x"})
+    put(seeded, STATE_FILE, {"echo": {"hot": 1}})
+    put(seeded, REGISTER_FILE, register({"id": "a"}))
+    assert [(p.file, p.field) for p in check_home(seeded)] == [
+        (SETTINGS_FILE, "httpPort"), (STATE_FILE, "hot"), (REGISTER_FILE, "name")]

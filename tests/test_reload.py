@@ -1,0 +1,83 @@
+"""Live reload of the register and the state file in a running gateway."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import trio
+
+from tests.test_stdio_wire import run_tool
+from tests.wire import Wire, gateway
+
+pytestmark = pytest.mark.timeout(60)
+
+
+async def next_notification(wire: Wire, method: str, timeout: float = 10.0) -> dict[str, object]:
+    with trio.fail_after(timeout):
+        while True:
+            message = await wire.recv(timeout)
+            if message.get("method") == method:
+                return message
+            wire.stash.append(message)
+
+
+async def wait_for_log(wire: Wire, text: str, timeout: float = 10.0) -> None:
+    with trio.fail_after(timeout):
+        while text not in wire.stderr.decode(errors="replace"):
+            await trio.sleep(0.05)
+
+
+async def test_bad_register_edit_keeps_the_last_good_register(home: Path) -> None:
+    """An invalid register edit is refused (logged with the reason); the old tools keep working."""
+    path = home / "tools" / "tools.register.json"
+    async with gateway(home) as wire:
+        await wire.initialize()
+        path.write_text('{"version": 1, "tools": [ {"id": "hash", "name": 7} ]}')
+        await wait_for_log(wire, "register reload refused")
+        assert "field 'name': must be a non-empty string" in wire.stderr.decode()
+        reply = await wire.request(1, "tools/call", run_tool(1, "hash", {"text": "abc"})["params"])  # type: ignore[arg-type]
+        assert reply["result"]["structuredContent"]["algo"] == "sha256"
+        await wire.expect_silence(0.5)  # a refused reload changes nothing: no list_changed
+
+
+async def test_valid_register_edit_applies_and_notifies(home: Path) -> None:
+    """A valid register edit is applied live and the client gets tools/list_changed."""
+    path = home / "tools" / "tools.register.json"
+    register = json.loads(path.read_text())
+    async with gateway(home) as wire:
+        await wire.initialize()
+        register["tools"] = [t for t in register["tools"] if t["id"] != "uuid"]
+        register["tools"].append({"id": "greet", "name": "Greet", "summary": "Says hello.",
+                                  "invoke": {"type": "shell", "command": "echo hello from $TFUNNEL_HOME"}})
+        path.write_text(json.dumps(register))
+        await next_notification(wire, "notifications/tools/list_changed")
+        listed = await wire.request(2, "tools/call", {"name": "toolfunnel_list_tools", "arguments": {}})
+        ids = [b["id"] for b in listed["result"]["structuredContent"]["tools"]]
+        assert "uuid" not in ids and ids[-1] == "greet"
+        greet = await wire.request(3, "tools/call", run_tool(3, "greet", {})["params"])  # type: ignore[arg-type]
+        assert greet["result"]["content"][0]["text"] == f"hello from {home}\n"
+
+
+async def test_list_changed_is_only_sent_after_initialized(home: Path) -> None:
+    """A client that has not finished the handshake gets no list_changed."""
+    async with gateway(home) as wire:
+        await wire.request(1, "ping")
+        (home / "tools" / "tools.state.json").write_text(json.dumps({"hash": {"hot": True}}))
+        await wait_for_log(wire, "tool state reloaded")
+        await wire.expect_silence(0.5)
+
+
+async def test_malformed_state_file_falls_back_to_defaults_with_a_warning(home: Path) -> None:
+    """A broken tools.state.json is logged loudly and every tool takes its defaults."""
+    (home / "tools" / "tools.state.json").write_text('{"hash": {"hot": true}}')
+    async with gateway(home) as wire:
+        await wire.initialize()
+        tools = (await wire.request(1, "tools/list"))["result"]["tools"]
+        assert [t["name"] for t in tools][-1] == "hash"
+        (home / "tools" / "tools.state.json").write_text("{not json")
+        await next_notification(wire, "notifications/tools/list_changed")
+        assert "tool state has problems" in wire.stderr.decode()
+        tools = (await wire.request(2, "tools/list"))["result"]["tools"]
+        assert len(tools) == 4

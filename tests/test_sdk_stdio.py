@@ -1,0 +1,157 @@
+"""Interoperability with the official `mcp` SDK client over stdio (legacy era)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+from mcp import Client, StdioServerParameters
+
+pytestmark = pytest.mark.timeout(90)
+
+META_TOOLS = ["toolfunnel_list_tools", "toolfunnel_tool_instructions", "toolfunnel_run_tool",
+              "toolfunnel_howto"]
+
+
+class Notifications:
+    """Collects server notifications the SDK client receives."""
+
+    def __init__(self) -> None:
+        self.methods: list[str] = []
+        self.list_changed = trio.Event()
+
+    async def __call__(self, message: Any) -> None:
+        method = getattr(message, "method", None)
+        if method is None:
+            method = getattr(getattr(message, "root", None), "method", None)
+        if isinstance(method, str):
+            self.methods.append(method)
+            if method == "notifications/tools/list_changed":
+                self.list_changed.set()
+
+
+@asynccontextmanager
+async def sdk_client(home: Path, notes: Notifications | None = None,
+                     env: dict[str, str] | None = None) -> AsyncIterator[Client]:
+    params = StdioServerParameters(command=sys.executable,
+                                   args=["-m", "tfunnel", "--home", str(home), "serve"], env=env)
+    async with Client(params, mode="legacy", cache=None, message_handler=notes) as client:
+        yield client
+
+
+def payload(result: Any) -> Any:
+    assert not result.is_error, result.content
+    return json.loads(result.content[0].text)
+
+
+async def test_tools_list_is_exactly_the_four_meta_tools(home: Path) -> None:
+    """A fresh home's top-level surface is the four meta-tools, nothing else."""
+    async with sdk_client(home) as client:
+        assert client.protocol_version == "2025-11-25"
+        tools = (await client.list_tools()).tools
+        assert [t.name for t in tools] == META_TOOLS
+        for tool in tools:
+            assert tool.input_schema["additionalProperties"] is False
+
+
+async def test_every_meta_tool_works(home: Path) -> None:
+    """list (filter/category/query), instructions, run and howto all answer through the SDK."""
+    async with sdk_client(home) as client:
+        listed = await client.call_tool("toolfunnel_list_tools", {})
+        ids = [brief["id"] for brief in payload(listed)]
+        assert ids == ["echo", "base64", "hash", "uuid", "json", "text-stats", "danger"]
+        assert listed.structured_content == {"tools": payload(listed)}
+        crypto = payload(await client.call_tool("toolfunnel_list_tools", {"category": "crypto"}))
+        assert [b["id"] for b in crypto] == ["hash"]
+        found = payload(await client.call_tool("toolfunnel_list_tools", {"query": "count words lines"}))
+        assert found[0]["id"] == "text-stats"
+        filtered = payload(await client.call_tool("toolfunnel_list_tools", {"filter": "UUID"}))
+        assert [b["id"] for b in filtered] == ["uuid"]
+        instructions = await client.call_tool("toolfunnel_tool_instructions", {"name": "hash"})
+        assert not instructions.is_error and "sha256" in instructions.content[0].text
+        by_display = await client.call_tool("toolfunnel_tool_instructions", {"name": "Hash"})
+        assert by_display.content[0].text == instructions.content[0].text
+        howto = await client.call_tool("toolfunnel_howto", {"topic": "create-tool"})
+        assert not howto.is_error and "tools.register.json" in howto.content[0].text
+        ran = await client.call_tool("toolfunnel_run_tool", {"name": "hash", "args": {"text": "abc"}})
+        assert ran.structured_content == {
+            "ok": True, "algo": "sha256",
+            "hexdigest": "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"}
+
+
+DEMO_CALLS: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
+    ("echo", {"x": 1, "y": "two"}, {"ok": True, "args": {"x": 1, "y": "two"}, "argv": []}),
+    ("base64", {"op": "encode", "text": "hi"}, {"ok": True, "op": "encode", "result": "aGk="}),
+    ("base64", {"op": "decode", "text": "aGk="}, {"ok": True, "op": "decode", "result": "hi"}),
+    ("hash", {"algo": "md5", "text": "abc"},
+     {"ok": True, "algo": "md5", "hexdigest": "900150983cd24fb0d6963f7d28e17f72"}),
+    ("json", {"text": "[1,{\"a\":2}]", "minify": True}, {"ok": True, "minified": "[1,{\"a\":2}]"}),
+    ("text-stats", {"text": "a b\r\nc\n"}, {"ok": True, "chars": 7, "words": 3, "lines": 2, "bytes": 7}),
+]
+
+
+async def test_every_demo_tool_runs_through_run_tool(home: Path, tmp_path: Path) -> None:
+    """Each demo tool gives its documented output via toolfunnel_run_tool."""
+    danger_log = tmp_path / "danger.log"
+    async with sdk_client(home, env={"TOOLFUNNEL_DANGER_LOG": str(danger_log)}) as client:
+        for name, args, expected in DEMO_CALLS:
+            result = await client.call_tool("toolfunnel_run_tool", {"name": name, "args": args})
+            assert result.structured_content == expected, name
+        uuids = await client.call_tool("toolfunnel_run_tool", {"name": "uuid", "args": {"count": 3}})
+        assert uuids.structured_content is not None
+        assert len(set(uuids.structured_content["uuids"])) == 3
+        danger = await client.call_tool("toolfunnel_run_tool", {"name": "Danger Demo", "args": {"n": 1}})
+        assert danger.structured_content is not None
+        assert danger.structured_content["fired"] is True
+        assert "danger-tool fired" in danger_log.read_text()
+
+
+async def test_bad_arguments_and_unknown_tools_are_tool_errors(home: Path) -> None:
+    """Schema failures and unknown names come back as isError naming what is wrong."""
+    async with sdk_client(home) as client:
+        missing = await client.call_tool("toolfunnel_run_tool", {"name": "hash", "args": {}})
+        assert missing.is_error and "'text'" in missing.content[0].text
+        bad_enum = await client.call_tool("toolfunnel_run_tool",
+                                          {"name": "hash", "args": {"text": "a", "algo": "crc"}})
+        assert bad_enum.is_error and "sha256" in bad_enum.content[0].text
+        unknown = await client.call_tool("toolfunnel_run_tool", {"name": "nope"})
+        assert unknown.is_error and "nope" in unknown.content[0].text
+        extra = await client.call_tool("toolfunnel_list_tools", {"bogus": 1})
+        assert extra.is_error and "bogus" in extra.content[0].text
+
+
+async def test_disabled_tool_cannot_be_listed_described_or_run(home: Path, tmp_path: Path) -> None:
+    """enabled:false hides a tool from listing and refuses instructions and runs (it never runs)."""
+    (home / "tools" / "tools.state.json").write_text(json.dumps({"danger": {"enabled": False}}))
+    danger_log = tmp_path / "danger.log"
+    async with sdk_client(home, env={"TOOLFUNNEL_DANGER_LOG": str(danger_log)}) as client:
+        ids = [b["id"] for b in payload(await client.call_tool("toolfunnel_list_tools", {}))]
+        assert "danger" not in ids
+        described = await client.call_tool("toolfunnel_tool_instructions", {"name": "danger"})
+        assert described.is_error and "disabled" in described.content[0].text
+        for name in ("danger", "Danger Demo"):
+            ran = await client.call_tool("toolfunnel_run_tool", {"name": name, "args": {}})
+            assert ran.is_error and "disabled" in ran.content[0].text
+    assert not danger_log.exists()
+
+
+async def test_live_state_edit_promotes_a_tool(home: Path) -> None:
+    """Editing tools.state.json while serving sends list_changed; the hot tool is then listed and callable."""
+    notes = Notifications()
+    async with sdk_client(home, notes) as client:
+        assert [t.name for t in (await client.list_tools()).tools] == META_TOOLS
+        (home / "tools" / "tools.state.json").write_text(json.dumps({"hash": {"hot": True}}))
+        with trio.fail_after(15):
+            await notes.list_changed.wait()
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        assert list(tools) == [*META_TOOLS, "hash"]
+        assert tools["hash"].input_schema["required"] == ["text"]
+        direct = await client.call_tool("hash", {"text": "abc", "algo": "sha1"})
+        assert direct.structured_content is not None
+        assert direct.structured_content["hexdigest"] == "a9993e364706816aba3e25717850c26c9cd0d89d"
