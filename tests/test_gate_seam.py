@@ -28,7 +28,8 @@ CALL = ToolCall(surfaced="danger", tool_id="danger", display="Danger Demo", args
 class RecordingGate:
     """A gate double: a fixed PreToolUse decision (or failure), recording what it saw."""
 
-    def __init__(self, decision: PreDecision | None = None, *, fail: bool = False, block: bool = False) -> None:
+    def __init__(self, decision: PreDecision | None = None, *, fail: bool = False,
+                 block: bool = False) -> None:
         self.decision = decision or PreDecision(allow=True)
         self.fail = fail
         self.block = block

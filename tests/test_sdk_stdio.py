@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import trio
 from mcp import Client, StdioServerParameters
+from mcp.types import CallToolResult, TextContent
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -45,9 +46,15 @@ async def sdk_client(home: Path, notes: Notifications | None = None,
         yield client
 
 
-def payload(result: Any) -> Any:
+def text(result: CallToolResult) -> str:
+    block = result.content[0]
+    assert isinstance(block, TextContent)
+    return block.text
+
+
+def payload(result: CallToolResult) -> Any:
     assert not result.is_error, result.content
-    return json.loads(result.content[0].text)
+    return json.loads(text(result))
 
 
 async def test_tools_list_is_exactly_the_four_meta_tools(home: Path) -> None:
@@ -74,11 +81,11 @@ async def test_every_meta_tool_works(home: Path) -> None:
         filtered = payload(await client.call_tool("toolfunnel_list_tools", {"filter": "UUID"}))
         assert [b["id"] for b in filtered] == ["uuid"]
         instructions = await client.call_tool("toolfunnel_tool_instructions", {"name": "hash"})
-        assert not instructions.is_error and "sha256" in instructions.content[0].text
+        assert not instructions.is_error and "sha256" in text(instructions)
         by_display = await client.call_tool("toolfunnel_tool_instructions", {"name": "Hash"})
-        assert by_display.content[0].text == instructions.content[0].text
+        assert text(by_display) == text(instructions)
         howto = await client.call_tool("toolfunnel_howto", {"topic": "create-tool"})
-        assert not howto.is_error and "tools.register.json" in howto.content[0].text
+        assert not howto.is_error and "tools.register.json" in text(howto)
         ran = await client.call_tool("toolfunnel_run_tool", {"name": "hash", "args": {"text": "abc"}})
         assert ran.structured_content == {
             "ok": True, "algo": "sha256",
@@ -116,14 +123,14 @@ async def test_bad_arguments_and_unknown_tools_are_tool_errors(home: Path) -> No
     """Schema failures and unknown names come back as isError naming what is wrong."""
     async with sdk_client(home) as client:
         missing = await client.call_tool("toolfunnel_run_tool", {"name": "hash", "args": {}})
-        assert missing.is_error and "'text'" in missing.content[0].text
+        assert missing.is_error and "'text'" in text(missing)
         bad_enum = await client.call_tool("toolfunnel_run_tool",
                                           {"name": "hash", "args": {"text": "a", "algo": "crc"}})
-        assert bad_enum.is_error and "sha256" in bad_enum.content[0].text
+        assert bad_enum.is_error and "sha256" in text(bad_enum)
         unknown = await client.call_tool("toolfunnel_run_tool", {"name": "nope"})
-        assert unknown.is_error and "nope" in unknown.content[0].text
+        assert unknown.is_error and "nope" in text(unknown)
         extra = await client.call_tool("toolfunnel_list_tools", {"bogus": 1})
-        assert extra.is_error and "bogus" in extra.content[0].text
+        assert extra.is_error and "bogus" in text(extra)
 
 
 async def test_disabled_tool_cannot_be_listed_described_or_run(home: Path, tmp_path: Path) -> None:
@@ -134,10 +141,10 @@ async def test_disabled_tool_cannot_be_listed_described_or_run(home: Path, tmp_p
         ids = [b["id"] for b in payload(await client.call_tool("toolfunnel_list_tools", {}))]
         assert "danger" not in ids
         described = await client.call_tool("toolfunnel_tool_instructions", {"name": "danger"})
-        assert described.is_error and "disabled" in described.content[0].text
+        assert described.is_error and "disabled" in text(described)
         for name in ("danger", "Danger Demo"):
             ran = await client.call_tool("toolfunnel_run_tool", {"name": name, "args": {}})
-            assert ran.is_error and "disabled" in ran.content[0].text
+            assert ran.is_error and "disabled" in text(ran)
     assert not danger_log.exists()
 
 
@@ -155,3 +162,35 @@ async def test_live_state_edit_promotes_a_tool(home: Path) -> None:
         direct = await client.call_tool("hash", {"text": "abc", "algo": "sha1"})
         assert direct.structured_content is not None
         assert direct.structured_content["hexdigest"] == "a9993e364706816aba3e25717850c26c9cd0d89d"
+
+
+async def test_an_existing_toolfunnel_home_runs_unchanged(tmp_path: Path) -> None:
+    """A ToolFunnel 0.6 home (node script, shell and reference tools, its state) serves as it did."""
+    import shutil
+
+    from tests.conftest import FIXTURES
+
+    home = tmp_path / "tf-home"
+    shutil.copytree(FIXTURES / "toolfunnel-home", home)
+    before = {p: p.read_bytes() for p in home.rglob("*") if p.is_file()}
+    async with sdk_client(home) as client:
+        assert client.server_info is not None and client.server_info.name == "my-tools"
+        names = [t.name for t in (await client.list_tools()).tools]
+        assert names == [*META_TOOLS[:3], "slugify"]
+        slug = await client.call_tool("slugify", {"text": "Hello, World Again"})
+        assert text(slug) == '"hello-world-again"'
+        cleanup = await client.call_tool("toolfunnel_run_tool", {"name": "Cleanup"})
+        assert text(cleanup) == "would-delete-artifacts\n"
+        runbook = await client.call_tool("toolfunnel_run_tool", {"name": "runbook"})
+        assert text(runbook) == "1. Bump the version. 2. Tag. 3. Publish."
+    after = {p: p.read_bytes() for p in home.rglob("*") if p.is_file()}
+    assert after == before  # nothing in the home was rewritten
+
+
+async def test_auto_mode_client_falls_back_to_the_legacy_era(home: Path) -> None:
+    """An SDK client in auto mode probes server/discover, falls back and negotiates 2025-11-25."""
+    params = StdioServerParameters(command=sys.executable,
+                                   args=["-m", "tfunnel", "--home", str(home), "serve"])
+    async with Client(params, mode="auto", cache=None) as client:
+        assert client.protocol_version == "2025-11-25"
+        assert [t.name for t in (await client.list_tools()).tools] == META_TOOLS

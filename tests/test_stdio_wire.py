@@ -150,3 +150,17 @@ async def test_stdin_eof_lets_an_in_flight_call_finish(home: Path) -> None:
         reply = await wire.reply_to(3)
         assert reply["result"]["structuredContent"] == {"ok": True, "slept": 1}
         assert await wire.wait_exit() == 0
+
+
+async def test_hostile_input_never_kills_the_server(home: Path) -> None:
+    """Deeply nested JSON gets -32700; a lone-surrogate id is echoed (escaped); serving continues."""
+    async with gateway(home) as wire:
+        await wire.initialize()
+        await wire.send(b"[" * 100_000 + b"\n")
+        reply = await wire.recv()
+        assert reply["error"]["code"] == -32700 and reply["id"] is None
+        await wire.send(b'{"jsonrpc": "2.0", "id": "\\ud800", "method": "ping"}\n')
+        echoed = await wire.recv()
+        assert echoed["id"] == "\ud800" and echoed["result"] == {}
+        ran = await wire.request(5, "tools/call", run_tool(5, "echo", {"t": "\ud800"})["params"])  # type: ignore[arg-type]
+        assert ran["result"]["structuredContent"]["args"] == {"t": "\ud800"}

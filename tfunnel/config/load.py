@@ -174,11 +174,13 @@ def _invoke(item: dict[str, Any], label: str, f: Fields) -> Invoke | None:
         f.problem('must be {"type": "script", "path": ...} or {"type": "shell", "command": ...}',
                   label, "invoke")
         return None
-    kind = f.choice(raw, "type", label, ("script", "shell"), "")
+    kind = f.choice(raw, "type", label, ("script", "shell"), "", field="invoke.type")
     if kind == "script":
-        return Invoke("script", f.string(raw, "path", label, required=True, non_empty=True))
+        return Invoke("script", f.string(raw, "path", label, required=True, non_empty=True,
+                                         field="invoke.path"))
     if kind == "shell":
-        return Invoke("shell", f.string(raw, "command", label, required=True, non_empty=True))
+        return Invoke("shell", f.string(raw, "command", label, required=True, non_empty=True,
+                                        field="invoke.command"))
     if "type" not in raw:
         f.problem('is required ("script" or "shell")', label, "invoke.type")
     return None

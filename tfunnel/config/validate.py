@@ -24,6 +24,8 @@ def read_json(path: Path, label: str) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise ValueError(f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from exc
+    except RecursionError as exc:
+        raise ValueError("invalid JSON: nested too deeply") from exc
 
 
 class Fields:
@@ -36,12 +38,6 @@ class Fields:
     def problem(self, message: str, entry: str | None = None, field: str | None = None) -> None:
         self.problems.append(ConfigProblem(self.file, message, entry, field))
 
-    def _get(self, obj: Mapping[str, Any], key: str, entry: str | None, required: bool) -> Any:
-        value = obj.get(key, _MISSING)
-        if value is _MISSING and required:
-            self.problem("is required", entry, key)
-        return value
-
     def string(
         self,
         obj: Mapping[str, Any],
@@ -51,13 +47,18 @@ class Fields:
         required: bool = False,
         non_empty: bool = False,
         default: str = "",
+        field: str | None = None,
     ) -> str:
-        value = self._get(obj, key, entry, required)
+        """`field` names the value in messages when it differs from `key` (e.g. `invoke.path`)."""
+        field = field or key
+        value = obj.get(key, _MISSING)
         if value is _MISSING:
+            if required:
+                self.problem("is required", entry, field)
             return default
         if not isinstance(value, str) or (non_empty and not value.strip()):
             kind = "a non-empty string" if non_empty else "a string"
-            self.problem(f"must be {kind}, got {_show(value)}", entry, key)
+            self.problem(f"must be {kind}, got {_show(value)}", entry, field)
             return default
         return value
 
@@ -93,13 +94,14 @@ class Fields:
         return float(value)
 
     def choice(
-        self, obj: Mapping[str, Any], key: str, entry: str | None, allowed: tuple[str, ...], default: str
+        self, obj: Mapping[str, Any], key: str, entry: str | None, allowed: tuple[str, ...], default: str,
+        field: str | None = None,
     ) -> str:
         value = obj.get(key, _MISSING)
         if value is _MISSING:
             return default
         if value not in allowed:
-            self.problem(f"must be one of {', '.join(allowed)}; got {_show(value)}", entry, key)
+            self.problem(f"must be one of {', '.join(allowed)}; got {_show(value)}", entry, field or key)
             return default
         assert isinstance(value, str)
         return value

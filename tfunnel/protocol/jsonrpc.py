@@ -65,6 +65,8 @@ def decode(data: bytes | str) -> Message:
         obj = json.loads(data)
     except (ValueError, UnicodeDecodeError) as exc:
         raise MessageError(PARSE_ERROR, f"Parse error: {exc}") from None
+    except RecursionError:
+        raise MessageError(PARSE_ERROR, "Parse error: nested too deeply") from None
     return parse(obj)
 
 
@@ -131,6 +133,17 @@ def request_message(id: RequestId, method: str, params: dict[str, Any]) -> dict[
     return {"jsonrpc": "2.0", "id": id, "method": method, "params": params}
 
 
+def to_json(value: Any) -> str:
+    """Compact JSON that always encodes as UTF-8: text that cannot (a lone surrogate a peer
+    sent us) falls back to ASCII escapes instead of failing."""
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return json.dumps(value, separators=(",", ":"))
+    return text
+
+
 def encode(message: dict[str, Any]) -> bytes:
     """One line of UTF-8 JSON; `json.dumps` escapes newlines inside strings, so none is embedded."""
-    return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+    return to_json(message).encode() + b"\n"

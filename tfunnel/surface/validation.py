@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
@@ -14,8 +15,6 @@ from tfunnel.errors import ToolFailure
 
 @lru_cache(maxsize=512)
 def _validator(schema_json: str) -> jsonschema.protocols.Validator:
-    import json
-
     schema = json.loads(schema_json)
     cls = jsonschema.validators.validator_for(schema)
     return cls(schema)
@@ -25,8 +24,6 @@ def validate_args(tool: str, schema: Mapping[str, Any] | None, args: Mapping[str
     """Raise `ToolFailure` naming the offending argument when `args` fail `schema`."""
     if not schema:
         return
-    import json
-
     validator = _validator(json.dumps(schema, sort_keys=True))
     error = best_match(validator.iter_errors(dict(args)))
     if error is not None:
@@ -37,10 +34,10 @@ def describe(error: ValidationError, schema: Mapping[str, Any]) -> str:
     """One sentence: which argument, what is wrong, what is allowed."""
     path = ".".join(str(p) for p in error.absolute_path)
     where = f"argument {path!r}" if path else "arguments"
-    if error.validator == "required":
-        missing = error.message.split("'")[1] if "'" in error.message else error.message
+    if error.validator == "required" and isinstance(error.instance, dict):
         prefix = f"{path}." if path else ""
-        return f"missing required argument {prefix}{missing!r}"
+        missing = [f"{prefix}{name}" for name in error.validator_value if name not in error.instance]
+        return f"missing required argument {', '.join(repr(m) for m in missing)}"
     if error.validator == "additionalProperties" and isinstance(error.instance, dict):
         props = error.schema.get("properties", {}) if isinstance(error.schema, dict) else {}
         extra = sorted(k for k in error.instance if k not in props)

@@ -54,8 +54,12 @@ def script_argv(script: Path) -> list[str]:
         head = fh.read(_SHEBANG_READ)
     if head.startswith(b"#!"):
         line = head[2:].split(b"\n", 1)[0].decode("utf-8", "replace").strip()
-        if line:
-            return [*shlex.split(line), str(script)]
+        try:
+            words = shlex.split(line)
+        except ValueError as exc:
+            raise ScriptNotRunnable(f"script {script.name!r} has a malformed shebang line: {exc}") from exc
+        if words:
+            return [*words, str(script)]
     interpreter = _BY_EXTENSION.get(script.suffix.lower())
     if interpreter is not None:
         return [*interpreter, str(script)]

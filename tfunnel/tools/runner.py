@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -12,6 +11,7 @@ import structlog
 from tfunnel.config.home import child_environment
 from tfunnel.config.model import Limits, ToolEntry
 from tfunnel.errors import ToolFailure
+from tfunnel.protocol.jsonrpc import to_json
 from tfunnel.protocol.results import ToolResult
 from tfunnel.tools.executor import ProcessSpec, run_child
 from tfunnel.tools.resolve import invoke_argv
@@ -31,7 +31,7 @@ class LocalRunner:
     async def run(self, entry: ToolEntry, args: Mapping[str, Any]) -> ToolResult:
         if entry.invoke is None:
             raise ToolFailure(f"tool {entry.id!r} has no invoke and cannot run")
-        payload = json.dumps(dict(args), ensure_ascii=False)
+        payload = to_json(dict(args))
         timeout = entry.timeout_s or self.limits.tool_timeout_s
         spec = ProcessSpec(
             argv=invoke_argv(self.home, entry.invoke),
