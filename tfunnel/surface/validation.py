@@ -34,7 +34,8 @@ def describe(error: ValidationError, schema: Mapping[str, Any]) -> str:
     """One sentence: which argument, what is wrong, what is allowed."""
     path = ".".join(str(p) for p in error.absolute_path)
     where = f"argument {path!r}" if path else "arguments"
-    if error.validator == "required" and isinstance(error.instance, dict):
+    if (error.validator == "required" and isinstance(error.instance, dict)
+            and isinstance(error.validator_value, list)):
         prefix = f"{path}." if path else ""
         missing = [f"{prefix}{name}" for name in error.validator_value if name not in error.instance]
         return f"missing required argument {', '.join(repr(m) for m in missing)}"

@@ -1,16 +1,18 @@
 """Base64 tool: encodes UTF-8 text to base64, or strictly decodes base64 to text.
 
-Contract: args arrive as JSON in env TOOLFUNNEL_TOOL_ARGS (or on stdin when the
-env var is empty); one JSON line goes to stdout; exit 0 on success, 1 on failure.
+Contract (kept by _tool_io.py, which must sit next to this file): args arrive as
+JSON in env TOOLFUNNEL_TOOL_ARGS (or on stdin when the env var is empty); one JSON
+line goes to stdout; exit 0 on success, 1 on failure.
 """
 
 import base64
 import binascii
 import json
-import os
 import re
 import sys
 from typing import Any
+
+from _tool_io import ToolError, main, reject_unknown, require_text, text_utf8
 
 ALLOWED_ARGS = ("op", "text")
 _ALPHABET = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=")
@@ -21,57 +23,8 @@ _INVALID = '"text" is not valid base64'
 _WHITESPACE = re.compile(r"[ \t\r\n\f\v]")
 
 
-class ToolError(Exception):
-    """A bad input, reported to the caller as {"ok": false, "error": ...}."""
-
-
-def read_args() -> dict[str, Any]:
-    """Parse the tool arguments from the env var, falling back to stdin."""
-    raw = os.environ.get("TOOLFUNNEL_TOOL_ARGS", "")
-    if not raw.strip():
-        try:
-            raw = sys.stdin.buffer.read().decode("utf-8-sig")
-        except UnicodeDecodeError as exc:
-            raise ToolError("arguments on stdin are not valid UTF-8") from exc
-    if not raw.strip():
-        return {}
-    try:
-        parsed = json.loads(raw)
-    except (ValueError, RecursionError) as exc:
-        raise ToolError(f"arguments are not valid JSON: {exc}") from exc
-    if parsed is None:
-        return {}
-    if not isinstance(parsed, dict):
-        raise ToolError("arguments must be a JSON object")
-    return parsed
-
-
-def emit(payload: dict[str, Any]) -> None:
-    """Write the single JSON result line."""
-    sys.stdout.write(json.dumps(payload, separators=(",", ":")) + "\n")
-    sys.stdout.flush()
-
-
-def reject_unknown(args: dict[str, Any]) -> None:
-    for key in args:
-        if key not in ALLOWED_ARGS:
-            allowed = ", ".join(json.dumps(name) for name in ALLOWED_ARGS)
-            raise ToolError(f"unknown argument {json.dumps(key)}; allowed: {allowed}")
-
-
-def require_text(args: dict[str, Any]) -> str:
-    text = args.get("text")
-    if not isinstance(text, str):
-        raise ToolError('"text" is required and must be a string')
-    return text
-
-
 def encode(text: str) -> str:
-    try:
-        data = text.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise ToolError('"text" contains a lone surrogate and cannot be encoded as UTF-8') from exc
-    return base64.b64encode(data).decode("ascii")
+    return base64.b64encode(text_utf8(text)).decode("ascii")
 
 
 def check_base64(cleaned: str) -> None:
@@ -107,7 +60,7 @@ def decode(text: str) -> str:
 
 
 def run(args: dict[str, Any]) -> dict[str, Any]:
-    reject_unknown(args)
+    reject_unknown(args, ALLOWED_ARGS)
     op = args.get("op")
     if op not in ("encode", "decode"):
         raise ToolError('"op" must be "encode" or "decode"')
@@ -116,16 +69,5 @@ def run(args: dict[str, Any]) -> dict[str, Any]:
     return {"ok": True, "op": op, "result": result}
 
 
-def main() -> int:
-    try:
-        result = run(read_args())
-    except ToolError as exc:
-        emit({"ok": False, "error": str(exc)})
-        sys.stderr.write(f"{exc}\n")
-        return 1
-    emit(result)
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(run))
