@@ -6,6 +6,7 @@ import signal
 from pathlib import Path
 
 import pytest
+import trio
 
 from tests.conftest import add_tools
 from tests.test_stdio_wire import SLEEPER, run_tool
@@ -28,3 +29,17 @@ async def test_signal_during_a_running_tool_kills_the_tree(
         wire.proc.send_signal(signum)
         assert await wire.wait_exit() == status
         assert await wait_gone([wire.proc.pid, *tool_pids], timeout=5) == []
+
+
+async def test_sighup_reloads_and_keeps_serving(home: Path) -> None:
+    """SIGHUP forces a config reload; the gateway and a running tool carry on."""
+    add_tools(home, SLEEPER, scripts=("sleeper.py",))
+    async with gateway(home) as wire:
+        await wire.initialize()
+        await wire.send(run_tool(1, "sleeper", {"seconds": 1}))
+        await trio.sleep(0.3)
+        wire.proc.send_signal(signal.SIGHUP)
+        reply = await wire.reply_to(1)
+        assert reply["result"]["structuredContent"] == {"ok": True, "slept": 1}
+        assert "SIGHUP: reloading the config" in wire.stderr.decode()
+        assert wire.proc.returncode is None

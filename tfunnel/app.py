@@ -44,6 +44,9 @@ def build(home: Path, environ: Mapping[str, str] | None = None) -> Gateway:
     state, problems = load_state(home)
     for problem in problems:
         log.warning("tool state problem; using defaults for it", problem=str(problem))
+    if not settings.serve_legacy:
+        log.warning("serveLegacy: false (a modern-only gateway) is not available in this version; "
+                    "serving the legacy era", file="toolfunnel.json")
     live = Live(home, settings, register, state)
     gate: Gate = OpenGate()
     runner = LocalRunner(home, settings.limits, environ)
@@ -68,9 +71,14 @@ async def run_stdio(gateway: Gateway) -> int:
 
         async def on_signal(*, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
             nonlocal exit_code
-            with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
                 task_status.started()
                 async for signum in signals:
+                    if signum == signal.SIGHUP:
+                        log.info("SIGHUP: reloading the config")
+                        live.reload_register()
+                        live.reload_state()
+                        continue
                     log.info("signal received; shutting down", signal=signal.Signals(signum).name)
                     exit_code = EXIT_SIGINT if signum == signal.SIGINT else EXIT_SIGTERM
                     nursery.cancel_scope.cancel()

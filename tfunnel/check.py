@@ -6,7 +6,7 @@ from pathlib import Path
 
 from tfunnel.config.load import REGISTER_FILE, load_register, load_settings, load_state
 from tfunnel.errors import ConfigError, ConfigProblem
-from tfunnel.tools.resolve import ScriptNotRunnable, resolve_script
+from tfunnel.tools.resolve import ScriptNotRunnable, resolve_script, script_argv
 
 
 def check_home(home: Path) -> list[ConfigProblem]:
@@ -24,7 +24,7 @@ def check_home(home: Path) -> list[ConfigProblem]:
     for index, entry in enumerate(register.tools):
         if entry.invoke is not None and entry.invoke.type == "script":
             try:
-                resolve_script(home, entry.invoke.target)
+                script_argv(resolve_script(home, entry.invoke.target))
             except ScriptNotRunnable as exc:
                 label = f"tools[{index}] (id {entry.id!r})"
                 problems.append(ConfigProblem(REGISTER_FILE, str(exc), label, "invoke.path"))

@@ -16,7 +16,8 @@ from tfunnel.surface import search
 
 Kind = Literal["meta", "local"]
 DEFAULT_LIST_LIMIT = 20
-_EMPTY_OBJECT_SCHEMA: Mapping[str, Any] = {"type": "object", "additionalProperties": False}
+# A tool without an inputSchema accepts any arguments; advertise exactly that.
+_ANY_OBJECT_SCHEMA: Mapping[str, Any] = {"type": "object"}
 
 
 @dataclass(frozen=True)
@@ -39,7 +40,7 @@ def resolve_visibility(kind: Kind, vis: Visibility | None) -> Resolved:
 
 
 def local_input_schema(entry: ToolEntry) -> dict[str, Any]:
-    schema = dict(entry.input_schema) if entry.input_schema is not None else dict(_EMPTY_OBJECT_SCHEMA)
+    schema = dict(entry.input_schema) if entry.input_schema is not None else dict(_ANY_OBJECT_SCHEMA)
     schema.setdefault("type", "object")
     return schema
 

@@ -54,6 +54,8 @@ class Surface:
         """Run any meta-tool or enabled tool by name, promoted or not (`tfunnel call`)."""
         catalog = self._catalog()
         if name in META_TOOL_NAMES:
+            if not catalog.visibility(name, "meta").enabled:
+                return ToolResult.failure(f"meta-tool {name!r} is disabled")
             return await self._guarded(self._meta(catalog, name, args, session_id, call_id))
 
         async def local() -> ToolResult:
