@@ -42,14 +42,18 @@ def load_settings(home: Path) -> Settings:
     raw = _read_object(path, f)
     if raw is None:
         raise ConfigError(problems)
-    defaults = Settings()
+    defaults, lim = Settings(), Limits()
     gate_raw = f.mapping(raw, "gate")
     limits_raw = f.mapping(raw, "limits")
     limits = Limits(
-        max_message_bytes=f.integer(limits_raw, "maxMessageBytes", "limits", 1024, 1 << 30, 16 << 20),
-        tool_timeout_s=f.positive(limits_raw, "toolTimeoutS", "limits", Limits.tool_timeout_s) or 60.0,
-        tool_output_bytes=f.integer(limits_raw, "toolOutputBytes", "limits", 1024, 1 << 30, 1 << 20),
-        shutdown_grace_s=f.positive(limits_raw, "shutdownGraceS", "limits", Limits.shutdown_grace_s) or 5.0,
+        max_message_bytes=f.integer(limits_raw, "maxMessageBytes", "limits", 1024, 1 << 30,
+                                    lim.max_message_bytes),
+        tool_timeout_s=f.positive(limits_raw, "toolTimeoutS", "limits", lim.tool_timeout_s)
+        or lim.tool_timeout_s,
+        tool_output_bytes=f.integer(limits_raw, "toolOutputBytes", "limits", 1024, 1 << 30,
+                                    lim.tool_output_bytes),
+        shutdown_grace_s=f.positive(limits_raw, "shutdownGraceS", "limits", lim.shutdown_grace_s)
+        or lim.shutdown_grace_s,
     )
     ask = f.choice(gate_raw, "askFallback", "gate", ("deny", "allow"), "deny")
     requires = raw.get("requires", [])

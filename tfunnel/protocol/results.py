@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,13 +20,6 @@ class ToolResult:
     @classmethod
     def text(cls, text: str, *, is_error: bool = False) -> ToolResult:
         return cls(content=({"type": "text", "text": text},), is_error=is_error)
-
-    @classmethod
-    def json(cls, value: Any) -> ToolResult:
-        """A JSON value as text, plus `structuredContent` when it is an object."""
-        structured = value if isinstance(value, dict) else None
-        return cls(content=({"type": "text", "text": json.dumps(value, ensure_ascii=False)},),
-                   structured=structured)
 
     @classmethod
     def failure(cls, message: str, *, denied: bool = False) -> ToolResult:

@@ -6,7 +6,6 @@ upstreams exist, their tools). It is rebuilt on every config change and swapped 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -147,7 +146,3 @@ def _parameter_names(schema: Mapping[str, Any] | None) -> list[str]:
         return []
     props = schema.get("properties")
     return list(props) if isinstance(props, Mapping) else []
-
-
-def dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, indent=2)
