@@ -6,7 +6,7 @@ import json
 import signal
 
 from tfunnel.protocol.results import ToolResult
-from tfunnel.tools.executor import ProcessOutcome
+from tfunnel.process import ProcessOutcome
 
 # How much of stderr (or stdout) a failed run shows the client: enough to see the error,
 # small enough not to flood the model's context.

@@ -13,7 +13,7 @@ from tfunnel.config.model import Limits, ToolEntry
 from tfunnel.errors import ToolFailure
 from tfunnel.protocol.jsonrpc import to_json
 from tfunnel.protocol.results import ToolResult
-from tfunnel.tools.executor import ProcessSpec, run_child
+from tfunnel.process import ProcessSpec, run_child
 from tfunnel.tools.resolve import invoke_argv
 from tfunnel.tools.result import map_outcome
 

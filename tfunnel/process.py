@@ -1,4 +1,4 @@
-"""Run one child process in its own process group, bounded in time and output.
+"""Run one child process (a tool or a hook) in its own process group, bounded in time and output.
 
 The contract: whatever happens to the caller (timeout, cancellation, gateway shutdown), the
 whole process group is gone and reaped before `run_child` returns or re-raises.
