@@ -13,8 +13,8 @@ import trio
 
 from tests.conftest import FIXTURES
 from tests.wire import alive, wait_for_file, wait_gone
-from tfunnel.errors import ToolFailure
 from tfunnel import process as executor
+from tfunnel.errors import ToolFailure
 from tfunnel.process import ProcessSpec, run_child
 from tfunnel.tools.result import map_outcome
 

@@ -11,17 +11,19 @@ from typing import Any
 import pytest
 import trio
 
+from tfunnel.audit import AuditLog
 from tfunnel.config.load import load_register, load_settings
 from tfunnel.config.model import ToolState, Visibility
 from tfunnel.errors import GateDenied
 from tfunnel.gate.gated import PreDecision, ToolCall, gated_run
 from tfunnel.protocol.results import ToolResult
 from tfunnel.surface.catalog import Catalog
-from tfunnel.surface.service import Surface
+from tfunnel.surface.service import CallContext, Surface
 from tfunnel.tools.runner import LocalRunner
 
 pytestmark = pytest.mark.timeout(60)
 
+CTX = CallContext(session_id="test", call_id="1")
 CALL = ToolCall(surfaced="danger", tool_id="danger", display="Danger Demo", args={"a": 1})
 
 
@@ -92,7 +94,7 @@ def surface_for(home: Path, gate: RecordingGate, state: ToolState, danger_log: P
     catalog = Catalog(load_register(home), state)
     runner = LocalRunner(home, load_settings(home).limits,
                          {**os.environ, "TOOLFUNNEL_DANGER_LOG": str(danger_log)})
-    return Surface(lambda: catalog, lambda: gate, runner)
+    return Surface(lambda: catalog, lambda: gate, runner, AuditLog(home))
 
 
 def with_reference_tool(home: Path) -> None:
@@ -120,12 +122,12 @@ async def test_deny_leaves_no_side_effect_on_every_path(
     state = ToolState(entries={"danger": Visibility(hot=True)})
     denied = surface_for(home, RecordingGate(PreDecision(allow=False, reason="blocked: danger")),
                          state, danger_log)
-    result = await denied.call(tool, args)
+    result = await denied.call(tool, args, CTX)
     assert result.is_error and result.denied
     assert result.first_text() == "blocked: danger"
     assert not danger_log.exists()
     allowed = surface_for(home, RecordingGate(), state, danger_log)
-    assert not (await allowed.call(tool, args)).is_error
+    assert not (await allowed.call(tool, args, CTX)).is_error
     assert danger_log.exists()  # the same call, allowed, does run: the check above can fail
 
 
@@ -135,11 +137,11 @@ async def test_reference_hand_over_is_gated(home: Path, tmp_path: Path) -> None:
     danger_log = tmp_path / "danger.log"
     args = {"name": "deploy-notes", "args": {}}
     gate = RecordingGate(PreDecision(allow=False, reason="no hand-over"))
-    denied = await surface_for(home, gate, ToolState(), danger_log).call("toolfunnel_run_tool", args)
+    denied = await surface_for(home, gate, ToolState(), danger_log).call("toolfunnel_run_tool", args, CTX)
     assert denied.is_error and "SECRET-STEPS" not in denied.first_text()
     assert [c.mode for c in gate.pre] == ["reference"]
     allow = RecordingGate()
-    handed = await surface_for(home, allow, ToolState(), danger_log).call("toolfunnel_run_tool", args)
+    handed = await surface_for(home, allow, ToolState(), danger_log).call("toolfunnel_run_tool", args, CTX)
     assert handed.first_text() == "SECRET-STEPS: run make deploy"
     assert allow.post == [] and not danger_log.exists()
 
@@ -148,5 +150,5 @@ async def test_gate_sees_every_name_of_a_local_tool(home: Path, tmp_path: Path) 
     """The call the gate sees carries the surfaced name, the id and the display name."""
     gate = RecordingGate()
     await surface_for(home, gate, ToolState(), tmp_path / "d.log").call(
-        "toolfunnel_run_tool", {"name": "Danger Demo", "args": {}})
+        "toolfunnel_run_tool", {"name": "Danger Demo", "args": {}}, CTX)
     assert gate.pre[0].names() == ("danger", "Danger Demo")

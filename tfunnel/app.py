@@ -4,16 +4,20 @@ from __future__ import annotations
 
 import os
 import signal
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 import structlog
 import trio
 
+from tfunnel.audit import CONFIG_FILE as LOG_CONFIG_FILE
+from tfunnel.audit import AuditLog
+from tfunnel.config.home import child_environment
 from tfunnel.config.load import REGISTER_FILE, STATE_FILE, load_register, load_settings, load_state
 from tfunnel.config.watch import watch_files
-from tfunnel.gate.gated import Gate, OpenGate
+from tfunnel.gate.engine import HookEngine
+from tfunnel.gate.manifest import HOOK_STATE_FILE, MANIFEST_FILE, load_hook_state, load_manifest
 from tfunnel.live import Live
 from tfunnel.router import Router
 from tfunnel.serve.stdio import StdioServer
@@ -32,7 +36,8 @@ EXIT_SIGTERM = 128 + signal.SIGTERM
 class Gateway:
     home: Path
     live: Live
-    gate: Gate
+    audit: AuditLog
+    gate: HookEngine
     surface: Surface
     router: Router
 
@@ -41,18 +46,43 @@ def build(home: Path, environ: Mapping[str, str] | None = None) -> Gateway:
     """Load and validate the home and wire the components; raise `ConfigError` if invalid."""
     settings = load_settings(home)
     register = load_register(home)
+    hooks = load_manifest(home)
     state, problems = load_state(home)
+    problems += load_hook_state(home)[1]
+    audit = AuditLog(home)
+    problems += audit.problems
     for problem in problems:
-        log.warning("tool state problem; using defaults for it", problem=str(problem))
+        log.warning("config problem; using defaults for it", problem=str(problem))
     if not settings.serve_legacy:
         log.warning("serveLegacy: false (a modern-only gateway) is not available in this version; "
                     "serving the legacy era", file="toolfunnel.json")
-    live = Live(home, settings, register, state)
-    gate: Gate = OpenGate()
+    live = Live(home, settings, register, state, hooks)
+    env = child_environment(home, environ)
+    gate = HookEngine(home, lambda: live.hooks, lambda: live.settings.gate.ask_fallback, audit, env)
     runner = LocalRunner(home, settings.limits, environ)
-    surface = Surface(lambda: live.catalog, lambda: gate, runner)
-    router = Router(lambda: live.settings, surface)
-    return Gateway(home, live, gate, surface, router)
+    surface = Surface(lambda: live.catalog, lambda: gate, runner, audit)
+    router = Router(lambda: live.settings, surface, gate, audit)
+    return Gateway(home, live, audit, gate, surface, router)
+
+
+def watched_files(gateway: Gateway) -> dict[Path, Callable[[], object]]:
+    """Every file that is applied live, and what to do when it changes."""
+    live, audit = gateway.live, gateway.audit
+
+    def changed(file: str, apply: Callable[[], object]) -> Callable[[], object]:
+        def on_change() -> object:
+            applied = apply()
+            audit.record("config", file=file, via="reload", applied=applied is not False)
+            return applied
+        return on_change
+
+    return {
+        live.home / REGISTER_FILE: changed(REGISTER_FILE, live.reload_register),
+        live.home / STATE_FILE: changed(STATE_FILE, live.reload_state),
+        live.home / MANIFEST_FILE: changed(MANIFEST_FILE, live.reload_hooks),
+        live.home / HOOK_STATE_FILE: changed(HOOK_STATE_FILE, live.reload_hooks),
+        live.home / LOG_CONFIG_FILE: changed(LOG_CONFIG_FILE, audit.reload),
+    }
 
 
 async def run_stdio(gateway: Gateway) -> int:
@@ -76,8 +106,8 @@ async def run_stdio(gateway: Gateway) -> int:
                 async for signum in signals:
                     if signum == signal.SIGHUP:
                         log.info("SIGHUP: reloading the config")
-                        live.reload_register()
-                        live.reload_state()
+                        for reload in watched_files(gateway).values():
+                            reload()
                         continue
                     log.info("signal received; shutting down", signal=signal.Signals(signum).name)
                     exit_code = EXIT_SIGINT if signum == signal.SIGINT else EXIT_SIGTERM
@@ -85,10 +115,7 @@ async def run_stdio(gateway: Gateway) -> int:
                     return
 
         await nursery.start(on_signal)
-        nursery.start_soon(watch_files, {
-            live.home / REGISTER_FILE: live.reload_register,
-            live.home / STATE_FILE: live.reload_state,
-        })
+        nursery.start_soon(watch_files, watched_files(gateway))
         log.info("ready", server=live.settings.server_name, version=live.settings.server_version,
                  pid=os.getpid(), tools=len(live.register.tools))
         async with stdin, stdout:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tfunnel.audit import AuditLog
 from tfunnel.config.load import REGISTER_FILE, load_register, load_settings, load_state
 from tfunnel.errors import ConfigError, ConfigProblem
+from tfunnel.gate.manifest import load_hook_state, load_manifest
 from tfunnel.tools.resolve import ScriptNotRunnable, resolve_script, script_argv
 
 
@@ -17,6 +19,12 @@ def check_home(home: Path) -> list[ConfigProblem]:
     except ConfigError as exc:
         problems.extend(exc.problems)
     problems.extend(load_state(home)[1])
+    try:
+        load_manifest(home)
+    except ConfigError as exc:
+        problems.extend(exc.problems)
+    problems.extend(load_hook_state(home)[1])
+    problems.extend(AuditLog(home).problems)
     try:
         register = load_register(home)
     except ConfigError as exc:

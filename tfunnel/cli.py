@@ -16,13 +16,17 @@ import trio
 from tfunnel import __version__
 from tfunnel import log as logsetup
 from tfunnel.app import build, run_stdio
+from tfunnel.audit import AuditLog
 from tfunnel.check import check_home
 from tfunnel.config.atomic import sweep_temp_files, write_json_atomic
 from tfunnel.config.home import ResolvedHome, resolve_home, seed_dir, seed_home
 from tfunnel.config.load import STATE_FILE, load_register, load_state
 from tfunnel.config.validate import read_json
 from tfunnel.errors import ConfigError, ProtocolError
+from tfunnel.manage.hook_cmd import hook_command
+from tfunnel.manage.log_cmd import log_command
 from tfunnel.surface.catalog import Catalog
+from tfunnel.surface.service import CallContext
 
 log = structlog.get_logger("tfunnel.cli")
 
@@ -58,6 +62,8 @@ def parser() -> argparse.ArgumentParser:
         "call": "run a tool through the gate and print its result",
         "tools": "list tools with their visibility",
         "tool": "change a tool's visibility",
+        "hook": "list hooks, or enable, disable or remove one",
+        "log": "turn the audit log on or off, show its status, or print its last records",
     }
     subs = {name: sub.add_parser(name, help=text, description=text) for name, text in commands.items()}
     for s in subs.values():
@@ -66,6 +72,10 @@ def parser() -> argparse.ArgumentParser:
     subs["call"].add_argument("args", nargs="?", default="{}", help="arguments as a JSON object")
     subs["tool"].add_argument("action", choices=tuple(TOOL_ACTIONS))
     subs["tool"].add_argument("id", help="the tool's surfaced name (a register id or a meta-tool)")
+    subs["hook"].add_argument("action", choices=("list", "enable", "disable", "remove"))
+    subs["hook"].add_argument("id", nargs="?", help="the hook's id (all but list)")
+    subs["log"].add_argument("action", choices=("on", "off", "status", "tail"))
+    subs["log"].add_argument("-n", "--lines", type=int, default=20, help="records for tail (default 20)")
     return p
 
 
@@ -83,6 +93,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _call(home, args.name, args.args)
         if command == "tools":
             return _tools(home)
+        if command == "hook":
+            if args.action != "list" and not args.id:
+                parser().error(f"hook {args.action} needs a hook id")
+            return hook_command(home.path, args.action, args.id)
+        if command == "log":
+            return log_command(home.path, args.action, lines=args.lines)
         return _tool(home, args.action, args.id)
     except ConfigError as exc:
         for problem in exc.problems:
@@ -131,7 +147,7 @@ def _call(home: ResolvedHome, name: str, raw_args: str) -> int:
     gateway = build(home.path)
 
     async def run() -> Any:
-        return await gateway.surface.run_named(name, call_args, session_id="cli")
+        return await gateway.surface.run_named(name, call_args, CallContext(session_id="cli"))
 
     try:
         result = trio.run(run)
@@ -186,5 +202,6 @@ def _tool(home: ResolvedHome, action: str, name: str) -> int:
     entry = raw.get(name)
     raw[name] = {**(entry if isinstance(entry, dict) else {}), key: value}
     write_json_atomic(path, raw)
+    AuditLog(home.path).record("config", file=STATE_FILE, via="cli", change=f"{action} {name}")
     print(f"{name}: {key} = {str(value).lower()}")
     return 0

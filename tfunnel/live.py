@@ -14,6 +14,7 @@ import trio
 from tfunnel.config.load import REGISTER_FILE, STATE_FILE, load_register, load_state
 from tfunnel.config.model import Register, Settings, ToolState
 from tfunnel.errors import ConfigError
+from tfunnel.gate.manifest import MANIFEST_FILE, HookManifest, load_manifest
 from tfunnel.surface.catalog import Catalog
 
 log = structlog.get_logger("tfunnel.config")
@@ -39,11 +40,13 @@ class Changes:
 
 
 class Live:
-    def __init__(self, home: Path, settings: Settings, register: Register, state: ToolState) -> None:
+    def __init__(self, home: Path, settings: Settings, register: Register, state: ToolState,
+                 hooks: HookManifest) -> None:
         self.home = home
         self.settings = settings
         self.register = register
         self.state = state
+        self.hooks = hooks
         self.catalog = Catalog(register, state)
         self.tools_changed = Changes()
         self.errors: dict[str, str] = {}
@@ -81,3 +84,17 @@ class Live:
         log.info("tool state reloaded", entries=len(state.entries))
         self._swap()
         return not problems
+
+    def reload_hooks(self) -> bool:
+        """Swap in a re-read manifest (with its overlay); a bad one keeps the current hooks."""
+        try:
+            hooks = load_manifest(self.home)
+        except ConfigError as exc:
+            self.errors[MANIFEST_FILE] = str(exc)
+            log.error("hook manifest reload refused; keeping the current hooks", error=str(exc))
+            return False
+        self.errors.pop(MANIFEST_FILE, None)
+        if hooks != self.hooks:
+            self.hooks = hooks
+            log.info("hooks reloaded", enabled=sum(1 for h in hooks.hooks if h.enabled))
+        return True

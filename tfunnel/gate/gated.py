@@ -6,7 +6,7 @@ Invariant: when PreToolUse denies (or the gate itself fails), `execute` is never
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 import structlog
@@ -17,9 +17,17 @@ from tfunnel.protocol.results import ToolResult
 log = structlog.get_logger("tfunnel.gate")
 
 
+class AskUser(Protocol):
+    """Ask the human behind the client to confirm; True only when they accepted."""
+
+    async def __call__(self, message: str) -> bool: ...
+
+
 @dataclass(frozen=True)
 class ToolCall:
-    """One attempted tool call as the gate sees it, with every name a hook may match on."""
+    """One attempted tool call as the gate sees it, with every name a hook may match on.
+
+    `ask_user` is present only when the client can be asked (it declared elicitation)."""
 
     surfaced: str
     tool_id: str
@@ -29,6 +37,7 @@ class ToolCall:
     session_id: str = ""
     call_id: str = ""
     aliases: tuple[str, ...] = field(default=())
+    ask_user: AskUser | None = field(default=None, compare=False, repr=False)
 
     def names(self) -> tuple[str, ...]:
         seen: dict[str, None] = dict.fromkeys((self.surfaced, self.tool_id, self.display, *self.aliases))
@@ -42,6 +51,7 @@ class PreDecision:
     updated_input: Mapping[str, Any] | None = None
     additional_context: str = ""
     internal: bool = False
+    hook: str | None = None
 
 
 ALLOW = PreDecision(allow=True)
@@ -51,16 +61,6 @@ class Gate(Protocol):
     async def pre_tool_use(self, call: ToolCall) -> PreDecision: ...
 
     async def post_tool_use(self, call: ToolCall, result: ToolResult) -> None: ...
-
-
-class OpenGate:
-    """No hooks configured: every call is allowed and PostToolUse has nothing to do."""
-
-    async def pre_tool_use(self, call: ToolCall) -> PreDecision:
-        return ALLOW
-
-    async def post_tool_use(self, call: ToolCall, result: ToolResult) -> None:
-        return None
 
 
 Execute = Callable[[Mapping[str, Any]], Awaitable[ToolResult]]
@@ -80,6 +80,10 @@ async def gated_run(gate: Gate, call: ToolCall, execute: Execute, *, post: bool 
                          internal=decision.internal)
     args = decision.updated_input if decision.updated_input is not None else call.args
     result = await execute(args)
+    if decision.additional_context:
+        # Claude Code hands PreToolUse context to the model; here it travels with the result.
+        result = replace(result, content=(*result.content,
+                                          {"type": "text", "text": decision.additional_context}))
     if post:
         try:
             await gate.post_tool_use(call, result)

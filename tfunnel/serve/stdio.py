@@ -39,6 +39,8 @@ class StdioServer:
         self.session = ClientSession(id=secrets.token_hex(8))
         self._inflight: dict[jsonrpc.RequestId, trio.CancelScope] = {}
         self._out: trio.MemorySendChannel[dict[str, Any]] | None = None
+        self._pending: dict[jsonrpc.RequestId, _Pending] = {}
+        self._next_request = 0
 
     async def serve(self, receive: trio.abc.ReceiveStream, send: trio.abc.SendStream) -> None:
         """Serve until `receive` ends, then finish in-flight requests within the grace period."""
@@ -54,6 +56,7 @@ class StdioServer:
                              inflight=len(self._inflight), grace_s=self.grace_s)
                     requests.cancel_scope.deadline = trio.current_time() + self.grace_s
                 notifier.cancel()
+                await self.router.end_session(self.session)
 
     async def _reader(self, receive: trio.abc.ReceiveStream, requests: trio.Nursery) -> None:
         lines = LineReader(self.max_message_bytes)
@@ -90,7 +93,11 @@ class StdioServer:
         elif isinstance(message, Notification):
             self._notification(message)
         elif isinstance(message, Response):
-            log.debug("response to an unknown request ignored", id=message.id)
+            pending = self._pending.get(message.id)
+            if pending is None:
+                log.debug("response to an unknown request ignored", id=message.id)
+            else:
+                pending.resolve(message)
 
     def _notification(self, note: Notification) -> None:
         if note.method == "notifications/cancelled":
@@ -114,13 +121,45 @@ class StdioServer:
     async def _answer(self, request: Request) -> dict[str, Any]:
         """The response to `request`: the one place a failure becomes a JSON-RPC error."""
         try:
-            result = await self.router.handle(self.session, request)
+            result = await self.router.handle(self.session, request, self)
         except ProtocolError as exc:
             return jsonrpc.error_message(request.id, exc.code, exc.message, exc.data)
         except Exception:
             log.exception("request failed")
             return jsonrpc.error_message(request.id, jsonrpc.INTERNAL_ERROR, "Internal error")
         return jsonrpc.result_message(request.id, result)
+
+    async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """Send a server→client request and wait for its response (`Peer` for the router).
+
+        Raises `ProtocolError` when the client answers with an error. If the caller is
+        cancelled, the client is told with `notifications/cancelled`."""
+        self._next_request += 1
+        request_id = f"tfunnel-{self._next_request}"
+        pending = _Pending()
+        self._pending[request_id] = pending
+        try:
+            await self._send(jsonrpc.request_message(request_id, method, params))
+            await pending.done.wait()
+        except trio.Cancelled:
+            self._send_nowait(jsonrpc.notification_message(
+                "notifications/cancelled", {"requestId": request_id, "reason": "the call was cancelled"}))
+            raise
+        finally:
+            del self._pending[request_id]
+        response = pending.response
+        assert response is not None
+        if response.error is not None:
+            raise ProtocolError(int(response.error.get("code", jsonrpc.INTERNAL_ERROR)),
+                                str(response.error.get("message", "error")))
+        return response.result or {}
+
+    def _send_nowait(self, message: dict[str, Any]) -> None:
+        assert self._out is not None
+        try:
+            self._out.send_nowait(message)
+        except (trio.WouldBlock, trio.ClosedResourceError, trio.BrokenResourceError):
+            log.debug("outbound message dropped", method=message.get("method"))
 
     async def _send(self, message: dict[str, Any]) -> None:
         assert self._out is not None
@@ -147,3 +186,15 @@ class StdioServer:
                     log.info("stdout closed by the client; stopping")
                     server_scope.cancel()
                     return
+
+
+class _Pending:
+    """A server→client request waiting for its response."""
+
+    def __init__(self) -> None:
+        self.done = trio.Event()
+        self.response: Response | None = None
+
+    def resolve(self, response: Response) -> None:
+        self.response = response
+        self.done.set()

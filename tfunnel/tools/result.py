@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import signal
 
-from tfunnel.protocol.results import ToolResult
 from tfunnel.process import ProcessOutcome
+from tfunnel.protocol.results import ToolResult
 
 # How much of stderr (or stdout) a failed run shows the client: enough to see the error,
 # small enough not to flood the model's context.

@@ -11,9 +11,9 @@ import structlog
 from tfunnel.config.home import child_environment
 from tfunnel.config.model import Limits, ToolEntry
 from tfunnel.errors import ToolFailure
+from tfunnel.process import ProcessSpec, run_child
 from tfunnel.protocol.jsonrpc import to_json
 from tfunnel.protocol.results import ToolResult
-from tfunnel.process import ProcessSpec, run_child
 from tfunnel.tools.resolve import invoke_argv
 from tfunnel.tools.result import map_outcome
 

@@ -1,0 +1,237 @@
+"""The hook engine behind the gate, driven through the real stdio gateway with the SDK client."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+from mcp import Client, StdioServerParameters
+from mcp.types import ElicitResult
+
+from tests.hooks import EXIT2_DENY, JSON_DENY, decision, set_hooks
+from tests.test_sdk_stdio import sdk_client, text
+from tests.wire import gateway_argv, wait_gone
+
+pytestmark = pytest.mark.timeout(90)
+
+REFERENCE = {"id": "deploy-notes", "name": "Deploy Notes", "mode": "reference",
+             "instructions": "SECRET-STEPS: run make deploy"}
+
+
+def add_reference_tool(home: Path) -> None:
+    path = home / "tools" / "tools.register.json"
+    register = json.loads(path.read_text())
+    register["tools"].append(REFERENCE)
+    path.write_text(json.dumps(register))
+
+
+async def call_path(client: Client, path: str) -> Any:
+    if path == "run_tool":
+        return await client.call_tool("toolfunnel_run_tool", {"name": "danger", "args": {"x": 1}})
+    if path == "hot":
+        return await client.call_tool("danger", {"x": 1})
+    return await client.call_tool("toolfunnel_run_tool", {"name": "deploy-notes"})
+
+
+@pytest.mark.parametrize("path", ["run_tool", "hot", "reference"])
+@pytest.mark.parametrize(("command", "reason"), [(EXIT2_DENY, "exit-2 says no"), (JSON_DENY, "json says no")],
+                         ids=["exit2", "json"])
+async def test_deny_on_every_path_means_the_tool_never_ran(
+    home: Path, tmp_path: Path, path: str, command: str, reason: str
+) -> None:
+    """A deny (exit 2 or JSON) leaves the side-effect file absent and returns isError with the reason."""
+    add_reference_tool(home)
+    (home / "tools" / "tools.state.json").write_text(json.dumps({"danger": {"hot": True}}))
+    set_hooks(home, {"command": command})
+    danger_log = tmp_path / "danger.log"
+    async with sdk_client(home, env={"TOOLFUNNEL_DANGER_LOG": str(danger_log)}) as client:
+        result = await call_path(client, path)
+        assert result.is_error and text(result) == reason
+        assert "SECRET-STEPS" not in text(result)
+    assert not danger_log.exists()
+
+
+@pytest.mark.parametrize(("hook", "runs"), [
+    ({"command": "echo 'checking...'; " + JSON_DENY}, False),
+    ({"command": decision("allow") + "; " + JSON_DENY}, False),
+    ({"command": "head -c 400000 /dev/zero | tr '\\0' x; " + decision("allow")}, False),
+    ({"command": "echo '{\"hookSpecificOutput\": {\"permissionDecision\": \"deny\"'"}, False),
+    ({"command": "echo plain text, no opinion"}, True),
+    ({"command": "echo crashed >&2; exit 1"}, True),
+    ({"command": "exec /no/such/hook-script.sh"}, True),
+    ({"command": "sleep 5", "timeout": 0.5}, True),
+    ({"command": "echo crashed >&2; exit 1", "failClosed": True}, False),
+    ({"command": "exec /no/such/hook-script.sh", "failClosed": True}, False),
+    ({"command": "sleep 5", "timeout": 0.5, "failClosed": True}, False),
+], ids=["text-before-json", "second-different-decision", "over-cap", "unparseable", "plain-text",
+        "crash", "missing", "timeout", "crash-failclosed", "missing-failclosed", "timeout-failclosed"])
+async def test_unreadable_is_deny_and_silence_is_not(
+    home: Path, tmp_path: Path, hook: dict[str, Any], runs: bool
+) -> None:
+    """Unreadable decisions deny; a hook that never answered lets the call run unless failClosed."""
+    set_hooks(home, hook)
+    danger_log = tmp_path / "danger.log"
+    async with sdk_client(home, env={"TOOLFUNNEL_DANGER_LOG": str(danger_log)}) as client:
+        result = await client.call_tool("toolfunnel_run_tool", {"name": "danger", "args": {}})
+        assert result.is_error is (not runs)
+    assert danger_log.exists() is runs
+
+
+def test_a_hook_that_never_answered_is_logged(home: Path) -> None:
+    """A crashing hook is reported on stderr (the call proceeds)."""
+    set_hooks(home, {"command": "echo kaput >&2; exit 7"})
+    done = subprocess.run(gateway_argv(home, "call", "hash", '{"text": "a"}'), capture_output=True,
+                          text=True, timeout=30)
+    assert done.returncode == 0
+    assert "hook did not answer" in done.stderr and "exited with status 7" in done.stderr
+
+
+async def test_timed_out_hook_leaves_no_process_behind(home: Path, tmp_path: Path) -> None:
+    """A hook that starts a long-lived grandchild and times out: its whole group is killed."""
+    pidfile = tmp_path / "hook.pids"
+    set_hooks(home, {"command": f"sleep 300 & echo $! $$ > {pidfile}; wait", "timeout": 1})
+    async with sdk_client(home) as client:
+        result = await client.call_tool("toolfunnel_run_tool", {"name": "hash", "args": {"text": "a"}})
+        assert not result.is_error
+    pids = [int(p) for p in pidfile.read_text().split()]
+    assert await wait_gone(pids, timeout=5) == []
+
+
+async def test_updated_input_changes_what_the_tool_receives(home: Path) -> None:
+    """updatedInput replaces the arguments the tool runs with."""
+    set_hooks(home, {"command": decision("allow", updatedInput={"rewritten": True})})
+    async with sdk_client(home) as client:
+        result = await client.call_tool("toolfunnel_run_tool", {"name": "echo", "args": {"original": 1}})
+        assert result.structured_content == {"ok": True, "args": {"rewritten": True}, "argv": []}
+
+
+async def test_updated_input_must_still_fit_the_schema(home: Path, tmp_path: Path) -> None:
+    """A rewrite that breaks the tool's inputSchema is refused, not run."""
+    set_hooks(home, {"command": decision("allow", updatedInput={"text": 5})})
+    async with sdk_client(home) as client:
+        result = await client.call_tool("toolfunnel_run_tool", {"name": "hash", "args": {"text": "a"}})
+        assert result.is_error and "'text'" in text(result)
+
+
+async def test_session_start_context_is_appended_to_instructions(home: Path) -> None:
+    """SessionStart's additionalContext lands in the instructions returned by initialize."""
+    ctx = {"hookSpecificOutput": {"hookEventName": "SessionStart",
+                                  "additionalContext": "Team rule: be kind."}}
+    set_hooks(home, {"event": "SessionStart", "command": f"echo '{json.dumps(ctx)}'"})
+    async with sdk_client(home) as client:
+        assert client.instructions is not None
+        assert client.instructions.startswith("This gateway keeps its tools behind four meta-tools.")
+        assert client.instructions.endswith("\n\nTeam rule: be kind.")
+
+
+def elicitation(action: str, seen: list[str]) -> Any:
+    async def callback(context: Any, params: Any) -> ElicitResult:
+        seen.append(params.message)
+        content: dict[str, Any] | None = {} if action == "accept" else None
+        return ElicitResult(action=action, content=content)  # type: ignore[arg-type]
+    return callback
+
+
+@pytest.mark.parametrize(("action", "runs"), [("accept", True), ("decline", False), ("cancel", False)])
+async def test_ask_goes_to_the_user_through_elicitation(
+    home: Path, tmp_path: Path, action: str, runs: bool
+) -> None:
+    """An `ask` decision becomes elicitation/create; only an accept runs the tool."""
+    set_hooks(home, {"command": decision("ask", "Danger ahead")})
+    danger_log = tmp_path / "danger.log"
+    seen: list[str] = []
+    params = StdioServerParameters(command=sys.executable, args=gateway_argv(home, "serve")[1:],
+                                   env={"TOOLFUNNEL_DANGER_LOG": str(danger_log)})
+    async with Client(params, mode="legacy", cache=None,
+                      elicitation_callback=elicitation(action, seen)) as client:
+        result = await client.call_tool("toolfunnel_run_tool", {"name": "danger", "args": {}})
+        assert result.is_error is (not runs)
+    assert len(seen) == 1 and seen[0].startswith("Danger ahead")
+    assert danger_log.exists() is runs
+
+
+@pytest.mark.parametrize(("fallback", "runs"), [(None, False), ("deny", False), ("allow", True)])
+async def test_ask_without_elicitation_uses_the_fallback(
+    home: Path, tmp_path: Path, fallback: str | None, runs: bool
+) -> None:
+    """A client that cannot be asked gets gate.askFallback (deny by default)."""
+    settings = json.loads((home / "toolfunnel.json").read_text())
+    settings["gate"] = {} if fallback is None else {"askFallback": fallback}
+    (home / "toolfunnel.json").write_text(json.dumps(settings))
+    set_hooks(home, {"command": decision("ask", "Danger ahead")})
+    danger_log = tmp_path / "danger.log"
+    async with sdk_client(home, env={"TOOLFUNNEL_DANGER_LOG": str(danger_log)}) as client:
+        result = await client.call_tool("toolfunnel_run_tool", {"name": "danger", "args": {}})
+        assert result.is_error is (not runs)
+        if not runs:
+            assert "askFallback" in text(result)
+    assert danger_log.exists() is runs
+
+
+async def test_matching_hooks_run_concurrently(home: Path, tmp_path: Path) -> None:
+    """Two hooks of one event run at the same time: each waits to see the other start, else denies."""
+    a, b = tmp_path / "a", tmp_path / "b"
+
+    def rendezvous(mine: Path, theirs: Path) -> str:
+        return (f"touch {mine}; i=0; while [ ! -e {theirs} ]; do i=$((i+1)); "
+                f"[ $i -gt 100 ] && {{ echo 'ran alone' >&2; exit 2; }}; sleep 0.05; done")
+
+    set_hooks(home, {"command": rendezvous(a, b)}, {"command": rendezvous(b, a)})
+    async with sdk_client(home) as client:
+        result = await client.call_tool("toolfunnel_run_tool", {"name": "hash", "args": {"text": "a"}})
+        assert not result.is_error, text(result)
+
+
+@pytest.mark.parametrize("matcher", ["danger", "Danger Demo", "Danger.*", "hash|danger", "*", ""])
+async def test_matchers_see_every_name_of_a_tool(home: Path, tmp_path: Path, matcher: str) -> None:
+    """A matcher on the surfaced name, the id or the display name fires (anchored full match)."""
+    set_hooks(home, {"matcher": matcher, "command": EXIT2_DENY})
+    async with sdk_client(home) as client:
+        result = await client.call_tool("toolfunnel_run_tool", {"name": "danger", "args": {}})
+        assert result.is_error
+        other = await client.call_tool("toolfunnel_run_tool", {"name": "uuid", "args": {}})
+        assert other.is_error is (matcher in ("*", ""))
+
+
+async def test_matcher_is_anchored(home: Path) -> None:
+    """`dang` does not match `danger`: matchers are full matches, not searches."""
+    set_hooks(home, {"matcher": "dang", "command": EXIT2_DENY})
+    async with sdk_client(home) as client:
+        result = await client.call_tool("toolfunnel_run_tool", {"name": "danger", "args": {}})
+        assert not result.is_error
+
+
+async def test_hook_payload_and_environment_follow_claude_code(home: Path, tmp_path: Path) -> None:
+    """Pre and Post hooks get the Claude Code payload on stdin and the documented env vars."""
+    pre, post, env = tmp_path / "pre.json", tmp_path / "post.json", tmp_path / "env"
+    set_hooks(home,
+              {"command": f"cat > {pre}; "
+                          f"echo \"$CLAUDE_PROJECT_DIR|$HOOKS_DIR|$TFUNNEL_HOME|$PWD\" > {env}"},
+              {"event": "PostToolUse", "command": f"cat > {post}"})
+    async with sdk_client(home) as client:
+        await client.call_tool("toolfunnel_run_tool", {"name": "hash", "args": {"text": "abc"}})
+    before, after = json.loads(pre.read_text()), json.loads(post.read_text())
+    common = {"transcript_path": "", "cwd": str(home), "tool_name": "hash", "tool_input": {"text": "abc"}}
+    assert before == {**common, "session_id": before["session_id"], "hook_event_name": "PreToolUse",
+                      "tool_use_id": before["tool_use_id"]}
+    assert after["hook_event_name"] == "PostToolUse" and after["tool_use_id"] == before["tool_use_id"]
+    assert after["tool_response"]["structuredContent"]["algo"] == "sha256"
+    assert before["session_id"] and before["tool_use_id"]
+    assert env.read_text().strip() == f"{home}|{home / 'hooks'}|{home}|{home}"
+
+
+async def test_stop_fires_when_the_session_ends(home: Path, tmp_path: Path) -> None:
+    """Stop hooks run when the client closes the session."""
+    marker = tmp_path / "stopped.json"
+    set_hooks(home, {"event": "Stop", "command": f"cat > {marker}"})
+    async with sdk_client(home) as client:
+        await client.list_tools()
+    with trio.fail_after(10):
+        while not marker.exists() or not marker.read_text():
+            await trio.sleep(0.05)
+    assert json.loads(marker.read_text())["hook_event_name"] == "Stop"

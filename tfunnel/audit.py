@@ -1,0 +1,199 @@
+"""The audit log: one JSON line per event, appended to `logs/…` under the home, size-rotated.
+
+Configured by `logs/log.config.json` (all fields optional)::
+
+    {"enabled": false, "path": "logs/toolfunnel.log.jsonl", "maxBytes": 10485760, "backups": 3,
+     "logArgs": false}
+
+A relative `path` is taken against the home. A missing file means off; a malformed one (bad JSON, a
+wrong-typed field) also means off, and the problems (`ConfigProblem`, naming the file and field) are
+returned by `reload()` for a loud warning and for `tfunnel check`.
+
+Every record is `{"ts": "<UTC, ISO-8601, milliseconds>Z", "type": <kind>, ...fields}` on one line.
+Records the gateway writes (SPEC §11):
+
+- `gate`    `tool`, `decision`, `reason`, `hook`                     a PreToolUse/PostToolUse verdict
+- `tool`    `name`, `mode`, `ok`, `durationMs`                       a tool run
+- `client`  `event` (`start` | `end`), `session`, `client`           a client session
+- `config`  `file`, `via` (`cli` | `reload` | `ui` | `tf`), ...      a config change
+- `upstream` `event` (`connect` | `disconnect` | `restart` | `backoff` | `stopped` | `reload`),
+  `upstream`; and `auth` for authorization denials.
+
+Arguments and results are not logged unless `logArgs` is true: write `args=audit.redact(args)`.
+
+Error contract: `record` never raises. A failed write (disk full, permissions) logs one warning to
+stderr through structlog (and no more until a write succeeds again); the record is dropped.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import structlog
+from structlog.typing import EventDict, Processor, WrappedLogger
+
+from tfunnel.config.validate import Fields, read_json
+from tfunnel.errors import ConfigProblem
+
+log = structlog.get_logger("tfunnel.audit")
+
+CONFIG_FILE = "logs/log.config.json"
+DEFAULT_PATH = "logs/toolfunnel.log.jsonl"
+DEFAULTS: dict[str, Any] = {
+    "enabled": False, "path": DEFAULT_PATH, "maxBytes": 10 * 1024 * 1024, "backups": 3, "logArgs": False,
+}
+REDACTED = "[redacted]"
+MAX_BYTES_LIMIT = 10**12
+MAX_BACKUPS = 100
+_RESERVED = ("ts", "type")  # a caller's field never overrides these
+
+
+@dataclass(frozen=True)
+class LogConfig:
+    """The validated `log.config.json`; `path` is resolved against the home."""
+
+    enabled: bool
+    path: Path
+    max_bytes: int
+    backups: int
+    log_args: bool
+
+
+def load_log_config(home: Path) -> tuple[LogConfig, list[ConfigProblem], dict[str, Any]]:
+    """Read `logs/log.config.json`: (config, problems, raw object). Any problem → disabled.
+
+    The raw object is `{}` when the file is missing or unreadable; it carries unknown keys verbatim
+    for a caller that rewrites the file.
+    """
+    problems: list[ConfigProblem] = []
+    f = Fields(CONFIG_FILE, problems)
+    raw: dict[str, Any] = {}
+    path = home / CONFIG_FILE
+    if path.exists():
+        try:
+            parsed = read_json(path, CONFIG_FILE)
+        except ValueError as exc:
+            f.problem(str(exc))
+        else:
+            if isinstance(parsed, dict):
+                raw = parsed
+            else:
+                f.problem("must contain a JSON object at the top level")
+    enabled = f.boolean(raw, "enabled")
+    log_path = Path(f.string(raw, "path", non_empty=True, default=DEFAULT_PATH))
+    config = LogConfig(
+        enabled=bool(enabled) and not problems,
+        path=log_path if log_path.is_absolute() else home / log_path,
+        max_bytes=f.integer(raw, "maxBytes", None, 1, MAX_BYTES_LIMIT, DEFAULTS["maxBytes"]),
+        backups=f.integer(raw, "backups", None, 0, MAX_BACKUPS, DEFAULTS["backups"]),
+        log_args=bool(f.boolean(raw, "logArgs")),
+    )
+    if problems:  # problems found after `enabled` was read still switch the log off
+        config = LogConfig(False, config.path, config.max_bytes, config.backups, config.log_args)
+    return config, problems, raw
+
+
+def _timestamp(_logger: WrappedLogger, _method: str, event: EventDict) -> EventDict:
+    """Put `ts` first: UTC, ISO-8601, milliseconds, `Z` (TimeStamper only offers microseconds)."""
+    ts = datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return {"ts": ts, **event}
+
+
+# JSON without indent escapes every control character, so a record is always exactly one line;
+# values JSON cannot encode are rendered with repr() by the JSONRenderer's fallback.
+_PROCESSORS: tuple[Processor, ...] = (_timestamp, structlog.processors.JSONRenderer())
+
+
+def render(kind: str, fields: dict[str, Any]) -> str:
+    """One record as a single JSON line (no trailing newline)."""
+    event: Any = {"type": kind, **{k: v for k, v in fields.items() if k not in _RESERVED}}
+    for processor in _PROCESSORS:
+        event = processor(None, "audit", event)
+    assert isinstance(event, str)
+    return event
+
+
+class AuditLog:
+    """The home's audit log. Cheap to `reload()`; `record()` is a synchronous small append."""
+
+    config: LogConfig
+    problems: list[ConfigProblem]  # of the last (re)load; empty when the config is valid or missing
+
+    def __init__(self, home: Path) -> None:
+        self.home = home
+        self._failing = False
+        self.reload()
+
+    def reload(self) -> list[ConfigProblem]:
+        """Re-read `logs/log.config.json`; return its problems (any problem → the log is off)."""
+        self.config, self.problems, _raw = load_log_config(self.home)
+        self._failing = False
+        return self.problems
+
+    @property
+    def enabled(self) -> bool:
+        return self.config.enabled
+
+    @property
+    def path(self) -> Path:
+        return self.config.path
+
+    @property
+    def log_args(self) -> bool:
+        return self.config.log_args
+
+    def redact(self, value: Any) -> Any:
+        """`value` when `logArgs` is on, else the string "[redacted]"."""
+        return value if self.config.log_args else REDACTED
+
+    def record(self, kind: str, **fields: Any) -> None:
+        """Append one `{"ts", "type": kind, ...fields}` line when enabled; never raises."""
+        if not self.config.enabled:
+            return
+        try:
+            data = (render(kind, fields) + "\n").encode("utf-8", errors="backslashreplace")
+            self._append(data)
+        except (OSError, ValueError, TypeError) as exc:
+            if not self._failing:
+                log.warning("audit log write failed; records are dropped until a write succeeds",
+                            path=str(self.config.path), error=str(exc))
+            self._failing = True
+        else:
+            self._failing = False
+
+    def _append(self, data: bytes) -> None:
+        path = self.config.path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            st = path.stat()
+        except FileNotFoundError:
+            pass
+        else:  # only a regular file rotates (never a directory, nor a path like /dev/stderr)
+            if stat.S_ISREG(st.st_mode) and st.st_size >= self.config.max_bytes:
+                self._rotate()
+        # One O_APPEND write per record: a plain append, no fsync (this is a log, not a config file).
+        # 0o600 because with logArgs on a record may carry secrets.
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+        finally:
+            os.close(fd)
+
+    def _rotate(self) -> None:
+        """path → path.1 → … → path.N (N = backups; the oldest falls off); backups 0 → drop it."""
+        path, backups = self.config.path, self.config.backups
+        if backups == 0:
+            path.unlink(missing_ok=True)
+            return
+        for i in range(backups - 1, 0, -1):
+            older = path.with_name(f"{path.name}.{i}")
+            if older.exists():
+                os.replace(older, path.with_name(f"{path.name}.{i + 1}"))
+        os.replace(path, path.with_name(f"{path.name}.1"))

@@ -1,0 +1,112 @@
+"""The hook engine: fires the manifest's hooks for each event and turns them into a decision.
+
+Matching hooks of one event run concurrently (bounded); their verdicts are combined in
+manifest order by the pure `decision` module. Every PreToolUse ends in one audit record.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import structlog
+import trio
+
+from tfunnel.audit import AuditLog
+from tfunnel.gate.decision import Combined, HookEvent, HookVerdict, combine, interpret
+from tfunnel.gate.gated import ALLOW, PreDecision, ToolCall
+from tfunnel.gate.manifest import HookManifest, HookSpec
+from tfunnel.gate.runner import run_hook
+from tfunnel.protocol.results import ToolResult
+
+log = structlog.get_logger("tfunnel.gate")
+
+# Hooks of one event that may run at once: enough for any sane manifest, bounded so a
+# manifest with hundreds of entries cannot fork-bomb the host.
+MAX_CONCURRENT_HOOKS = 8
+
+AskFallback = Literal["deny", "allow"]
+
+
+class HookEngine:
+    def __init__(self, home: Path, manifest: Callable[[], HookManifest],
+                 ask_fallback: Callable[[], AskFallback], audit: AuditLog,
+                 env: Mapping[str, str]) -> None:
+        self.home = home
+        self._manifest = manifest
+        self._ask_fallback = ask_fallback
+        self._audit = audit
+        self._env = env
+        self._limiter = trio.CapacityLimiter(MAX_CONCURRENT_HOOKS)
+
+    async def pre_tool_use(self, call: ToolCall) -> PreDecision:
+        combined = await self._fire_for_tool("PreToolUse", call, {})
+        decision = await self._decide(call, combined)
+        self._audit.record("gate", tool=call.surfaced, decision="allow" if decision.allow else "deny",
+                           reason=decision.reason or None, hook=decision.hook, session=call.session_id,
+                           args=self._audit.redact(dict(call.args)))
+        return decision
+
+    async def post_tool_use(self, call: ToolCall, result: ToolResult) -> None:
+        await self._fire_for_tool("PostToolUse", call, {"tool_response": result.to_wire()})
+
+    async def session_start(self, session_id: str) -> str:
+        """Fire SessionStart; return the hooks' additionalContext for the server instructions."""
+        combined = await self._fire("SessionStart", self._manifest().active("SessionStart"),
+                                    self._payload("SessionStart", session_id, source="startup"))
+        return combined.additional_context
+
+    async def session_end(self, session_id: str) -> None:
+        await self._fire("Stop", self._manifest().active("Stop"),
+                         self._payload("Stop", session_id, stop_hook_active=False))
+
+    async def _fire_for_tool(self, event: HookEvent, call: ToolCall, extra: Mapping[str, Any]) -> Combined:
+        names = call.names()
+        hooks = [h for h in self._manifest().active(event) if h.matches(names)]
+        payload = self._payload(event, call.session_id, tool_name=call.surfaced,
+                                tool_input=dict(call.args), tool_use_id=call.call_id, **extra)
+        return await self._fire(event, hooks, payload)
+
+    async def _decide(self, call: ToolCall, combined: Combined) -> PreDecision:
+        if combined.decision == "deny":
+            return PreDecision(allow=False, reason=combined.reason, hook=combined.hook_id)
+        if combined.decision == "ask":
+            if call.ask_user is not None:
+                accepted = await call.ask_user(f"{combined.reason}\n\nAllow the call to {call.surfaced!r}?")
+                if not accepted:
+                    return PreDecision(allow=False, hook=combined.hook_id,
+                                       reason=f"{combined.reason} (the user did not allow it)")
+            elif self._ask_fallback() != "allow":
+                return PreDecision(allow=False, hook=combined.hook_id, reason=(
+                    f"{combined.reason} (the client cannot be asked; gate.askFallback is deny)"))
+        if combined == Combined(decision="allow"):
+            return ALLOW
+        return PreDecision(allow=True, hook=combined.hook_id, updated_input=combined.updated_input,
+                           additional_context=combined.additional_context)
+
+    async def _fire(self, event: HookEvent, hooks: Sequence[HookSpec],
+                    payload: Mapping[str, Any]) -> Combined:
+        if not hooks:
+            return Combined(decision="allow")
+        verdicts: list[HookVerdict | None] = [None] * len(hooks)
+        manifest = self._manifest()
+
+        async def one(index: int, spec: HookSpec) -> None:
+            async with self._limiter:
+                run = await run_hook(spec, payload, home=self.home, hooks_dir=manifest.hooks_dir,
+                                     env=self._env)
+            verdicts[index] = interpret(event, run)
+
+        async with trio.open_nursery() as nursery:
+            for index, spec in enumerate(hooks):
+                nursery.start_soon(one, index, spec)
+        combined = combine([v for v in verdicts if v is not None])
+        for error in combined.errors:
+            log.warning("hook did not answer; treated as no decision", hook_event=event, error=error)
+        return combined
+
+    def _payload(self, event: HookEvent, session_id: str, **fields: Any) -> dict[str, Any]:
+        # The Claude Code hook input: the common fields, then the event's own.
+        return {"session_id": session_id, "transcript_path": "", "cwd": str(self.home),
+                "hook_event_name": event, **fields}

@@ -1,0 +1,1 @@
+"""Operator commands that change the home (CLI, later tf_* tools)."""
