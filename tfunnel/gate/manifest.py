@@ -105,12 +105,14 @@ def _spec(row: Any, index: int, hooks_dir: Path, f: Fields) -> HookSpec | None:
         f.problem("must be an object", label)
         return None
     before = len(f.problems)
+    # ToolFunnel's UI wrote rows without an id; give them a stable one instead of refusing them.
+    raw_event = row.get("event")
+    fallback_id = f"{raw_event if raw_event in EVENTS else 'hook'}#{index}"
+    hook_id = f.string(row, "id", label, non_empty=True, default=fallback_id)
+    label = f"hooks[{index}] (id {hook_id!r})"
     event = f.choice(row, "event", label, EVENTS, "")
     if "event" not in row:
         f.problem(f"is required (one of {', '.join(EVENTS)})", label, "event")
-    # ToolFunnel's UI wrote rows without an id; give them a stable one instead of refusing them.
-    hook_id = f.string(row, "id", label, non_empty=True, default=f"{event or 'hook'}#{index}")
-    label = f"hooks[{index}] (id {hook_id!r})"
     command = f.string(row, "command", label, required=True, non_empty=True)
     f.choice(row, "type", label, ("command",), "command")
     matcher = f.string(row, "matcher", label)

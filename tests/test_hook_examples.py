@@ -1,0 +1,121 @@
+"""The example hooks shipped in conf/hooks, enabled with `tfunnel hook enable` on a seeded home and
+driven through the real stdio gateway with the official SDK client."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client, StdioServerParameters
+from mcp.types import ElicitResult
+
+from tests.test_sdk_stdio import sdk_client, text
+from tests.wire import gateway_argv
+
+pytestmark = pytest.mark.timeout(90)
+
+
+def enable(home: Path, hook_id: str) -> None:
+    done = subprocess.run(gateway_argv(home, "hook", "enable", hook_id), capture_output=True, text=True,
+                          timeout=30)
+    assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize(("args", "blocked"), [
+    ({"cmd": "rm -rf /"}, True),
+    ({"cmd": "ls"}, False),
+], ids=["rm-rf-root", "ls"])
+async def test_deny_dangerous_blocks_destructive_input(
+    home: Path, args: dict[str, Any], blocked: bool
+) -> None:
+    """deny-dangerous (exit-2 protocol) blocks `rm -rf /` with its reason and lets `ls` through."""
+    enable(home, "pre-tool-use/deny-dangerous")
+    async with sdk_client(home) as client:
+        result = await client.call_tool("toolfunnel_run_tool", {"name": "echo", "args": args})
+        assert result.is_error is blocked, text(result)
+        if blocked:
+            assert "deny-dangerous" in text(result)
+        else:
+            assert result.structured_content == {"ok": True, "args": args, "argv": []}
+
+
+@pytest.mark.parametrize(("name", "args", "runs"), [
+    ("danger", {}, False),
+    ("danger", {"confirm": "yes"}, False),
+    ("Danger Demo", {}, False),
+    ("danger", {"confirm": True}, True),
+    ("Danger Demo", {"confirm": True}, True),
+], ids=["no-confirm", "confirm-not-true", "display-name-no-confirm", "confirm", "display-name-confirm"])
+async def test_guard_danger_demo_needs_confirm(
+    home: Path, tmp_path: Path, name: str, args: dict[str, Any], runs: bool
+) -> None:
+    """guard-danger-demo (JSON protocol) runs the Danger Demo only with "confirm": true, by any name."""
+    enable(home, "pre-tool-use/guard-danger-demo")
+    danger_log = tmp_path / "danger.log"
+    async with sdk_client(home, env={"TOOLFUNNEL_DANGER_LOG": str(danger_log)}) as client:
+        result = await client.call_tool("toolfunnel_run_tool", {"name": name, "args": args})
+        assert result.is_error is (not runs), text(result)
+        if not runs:
+            assert text(result) == 'the Danger Demo needs "confirm": true in its arguments'
+    assert danger_log.exists() is runs
+
+
+async def test_audit_hook_appends_one_line_per_call_without_arguments(home: Path) -> None:
+    """post-tool-use/audit appends {tool, session, isError} to logs/hook-audit.jsonl, never the args."""
+    enable(home, "post-tool-use/audit")
+    audit = home / "logs" / "hook-audit.jsonl"
+    async with sdk_client(home) as client:
+        first = await client.call_tool("toolfunnel_run_tool",
+                                       {"name": "echo", "args": {"secret": "hunter2-in-args"}})
+        assert not first.is_error
+        lines = audit.read_text().splitlines()
+        assert len(lines) == 1
+        second = await client.call_tool("toolfunnel_run_tool", {"name": "hash", "args": {"text": "abc"}})
+        assert not second.is_error
+    records = [json.loads(line) for line in audit.read_text().splitlines()]
+    assert [r["tool"] for r in records] == ["echo", "hash"]
+    assert all(set(r) == {"ts", "tool", "session", "isError"} and r["isError"] is False for r in records)
+    assert "hunter2" not in audit.read_text() and "abc" not in audit.read_text()
+
+
+def elicitation(seen: list[str]) -> Any:
+    async def accept(context: Any, params: Any) -> ElicitResult:
+        seen.append(params.message)
+        return ElicitResult(action="accept", content={})
+    return accept
+
+
+@pytest.mark.parametrize(("args", "asked"), [
+    ({"path": "/etc/passwd"}, True),
+    ({"path": "/tmp/notes.txt"}, False),
+], ids=["touches-etc", "elsewhere"])
+async def test_protect_paths_asks_through_elicitation(
+    home: Path, args: dict[str, Any], asked: bool
+) -> None:
+    """protect-paths (a Claude Code bash hook, unchanged) asks only for /etc; an accept runs the call."""
+    enable(home, "pre-tool-use/protect-paths")
+    seen: list[str] = []
+    params = StdioServerParameters(command=sys.executable, args=gateway_argv(home, "serve")[1:])
+    async with Client(params, mode="legacy", cache=None, elicitation_callback=elicitation(seen)) as client:
+        result = await client.call_tool("toolfunnel_run_tool", {"name": "echo", "args": args})
+        assert not result.is_error, text(result)
+        assert result.structured_content == {"ok": True, "args": args, "argv": []}
+    assert len(seen) == int(asked)
+    if asked:
+        assert seen[0].startswith("This call touches a system path (/etc, /usr or /boot).")
+
+
+async def test_protect_paths_without_elicitation_falls_back_to_deny(home: Path) -> None:
+    """With no elicitation capability and the default gate.askFallback, protect-paths' ask is a deny."""
+    enable(home, "pre-tool-use/protect-paths")
+    async with sdk_client(home) as client:
+        result = await client.call_tool("toolfunnel_run_tool",
+                                        {"name": "echo", "args": {"path": "/etc/passwd"}})
+        assert result.is_error
+        assert text(result).startswith("This call touches a system path") and "askFallback" in text(result)
+        other = await client.call_tool("toolfunnel_run_tool", {"name": "echo", "args": {"path": "/tmp/x"}})
+        assert not other.is_error, text(other)
