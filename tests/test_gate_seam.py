@@ -73,12 +73,12 @@ async def test_deny_never_enters_execute(gate: RecordingGate, internal: bool) ->
 
 
 async def test_allow_runs_with_updated_input_then_post() -> None:
-    """An allow with updatedInput runs execute with the new arguments, then PostToolUse sees the result."""
+    """An allow with updatedInput runs execute with the new arguments; PostToolUse sees what ran."""
     gate = RecordingGate(PreDecision(allow=True, updated_input={"a": 2}))
     execute = Executions()
     result = await gated_run(gate, CALL, execute)
     assert execute.args == [{"a": 2}]
-    assert gate.post == [(CALL, result)]
+    assert [(call.args, res) for call, res in gate.post] == [({"a": 2}, result)]
 
 
 async def test_cancel_while_in_the_gate_is_not_a_decision() -> None:

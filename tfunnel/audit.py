@@ -12,7 +12,7 @@ returned by `reload()` for a loud warning and for `tfunnel check`.
 Every record is `{"ts": "<UTC, ISO-8601, milliseconds>Z", "type": <kind>, ...fields}` on one line.
 Records the gateway writes (SPEC §11):
 
-- `gate`    `tool`, `decision`, `reason`, `hook`                     a PreToolUse/PostToolUse verdict
+- `gate`    `tool`, `decision`, `reason`, `hook`                     a PreToolUse decision
 - `tool`    `name`, `mode`, `ok`, `durationMs`                       a tool run
 - `client`  `event` (`start` | `end`), `session`, `client`           a client session
 - `config`  `file`, `via` (`cli` | `reload` | `ui` | `tf`), ...      a config change

@@ -86,7 +86,7 @@ async def gated_run(gate: Gate, call: ToolCall, execute: Execute, *, post: bool 
                                           {"type": "text", "text": decision.additional_context}))
     if post:
         try:
-            await gate.post_tool_use(call, result)
+            await gate.post_tool_use(replace(call, args=args), result)  # what actually ran
         except Exception as exc:  # PostToolUse is advisory: its failure never changes the result
             log.warning("PostToolUse failed", tool=call.surfaced, error=repr(exc))
     return result
