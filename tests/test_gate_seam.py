@@ -19,6 +19,7 @@ from tfunnel.gate.gated import PreDecision, ToolCall, gated_run
 from tfunnel.protocol.results import ToolResult
 from tfunnel.surface.catalog import Catalog
 from tfunnel.surface.service import CallContext, Surface
+from tfunnel.testing.fakes import NoUpstreams
 from tfunnel.tools.runner import LocalRunner
 
 pytestmark = pytest.mark.timeout(60)
@@ -94,7 +95,7 @@ def surface_for(home: Path, gate: RecordingGate, state: ToolState, danger_log: P
     catalog = Catalog(load_register(home), state)
     runner = LocalRunner(home, load_settings(home).limits,
                          {**os.environ, "TOOLFUNNEL_DANGER_LOG": str(danger_log)})
-    return Surface(lambda: catalog, lambda: gate, runner, AuditLog(home))
+    return Surface(lambda: catalog, lambda: gate, runner, NoUpstreams(), AuditLog(home))
 
 
 def with_reference_tool(home: Path) -> None:

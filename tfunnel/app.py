@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 import signal
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import trio
 
 from tfunnel.audit import CONFIG_FILE as LOG_CONFIG_FILE
 from tfunnel.audit import AuditLog
+from tfunnel.config.expose import EXPOSE_FILE, load_expose
 from tfunnel.config.home import child_environment
 from tfunnel.config.load import REGISTER_FILE, STATE_FILE, load_register, load_settings, load_state
 from tfunnel.config.watch import watch_files
@@ -23,6 +25,7 @@ from tfunnel.router import Router
 from tfunnel.serve.stdio import StdioServer
 from tfunnel.surface.service import Surface
 from tfunnel.tools.runner import LocalRunner
+from tfunnel.upstream.supervisor import Identity, Supervisor
 
 log = structlog.get_logger("tfunnel.app")
 
@@ -38,6 +41,7 @@ class Gateway:
     live: Live
     audit: AuditLog
     gate: HookEngine
+    supervisor: Supervisor
     surface: Surface
     router: Router
 
@@ -47,6 +51,7 @@ def build(home: Path, environ: Mapping[str, str] | None = None) -> Gateway:
     settings = load_settings(home)
     register = load_register(home)
     hooks = load_manifest(home)
+    expose = load_expose(home)
     state, problems = load_state(home)
     problems += load_hook_state(home)[1]
     audit = AuditLog(home)
@@ -56,13 +61,17 @@ def build(home: Path, environ: Mapping[str, str] | None = None) -> Gateway:
     if not settings.serve_legacy:
         log.warning("serveLegacy: false (a modern-only gateway) is not available in this version; "
                     "serving the legacy era", file="toolfunnel.json")
-    live = Live(home, settings, register, state, hooks)
+    live = Live(home, settings, register, state, hooks, expose)
     env = child_environment(home, environ)
+    supervisor = Supervisor(home=home, env=env, limits=settings.limits,
+                            identity=Identity(settings.client_name, settings.client_version),
+                            on_change=live.upstreams_changed)
+    live.ready_tools = supervisor.ready_tools
     gate = HookEngine(home, lambda: live.hooks, lambda: live.settings.gate.ask_fallback, audit, env)
     runner = LocalRunner(home, settings.limits, environ)
-    surface = Surface(lambda: live.catalog, lambda: gate, runner, audit)
-    router = Router(lambda: live.settings, surface, gate, audit)
-    return Gateway(home, live, audit, gate, surface, router)
+    surface = Surface(lambda: live.catalog, lambda: gate, runner, supervisor, audit)
+    router = Router(lambda: live.settings, surface, gate, audit, live.started)
+    return Gateway(home, live, audit, gate, supervisor, surface, router)
 
 
 def watched_files(gateway: Gateway) -> dict[Path, Callable[[], object]]:
@@ -72,9 +81,15 @@ def watched_files(gateway: Gateway) -> dict[Path, Callable[[], object]]:
     def changed(file: str, apply: Callable[[], object]) -> Callable[[], object]:
         def on_change() -> object:
             applied = apply()
-            audit.record("config", file=file, via="reload", applied=applied is not False)
+            audit.record("config", file=file, via="reload", applied=applied not in (False, None))
             return applied
         return on_change
+
+    def reload_expose() -> object:
+        expose = live.reload_expose()
+        if expose is not None:
+            gateway.supervisor.reconfigure(expose)
+        return expose
 
     return {
         live.home / REGISTER_FILE: changed(REGISTER_FILE, live.reload_register),
@@ -82,7 +97,26 @@ def watched_files(gateway: Gateway) -> dict[Path, Callable[[], object]]:
         live.home / MANIFEST_FILE: changed(MANIFEST_FILE, live.reload_hooks),
         live.home / HOOK_STATE_FILE: changed(HOOK_STATE_FILE, live.reload_hooks),
         live.home / LOG_CONFIG_FILE: changed(LOG_CONFIG_FILE, audit.reload),
+        live.home / EXPOSE_FILE: changed(EXPOSE_FILE, reload_expose),
     }
+
+
+@asynccontextmanager
+async def running(gateway: Gateway) -> AsyncIterator[trio.Nursery]:
+    """The gateway's background parts (supervisor, file watcher) around a transport; cancelling
+    the yielded nursery's scope shuts everything down, every child reaped."""
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(_start_upstreams, gateway)
+        nursery.start_soon(watch_files, watched_files(gateway))
+        yield nursery
+        nursery.cancel_scope.cancel()
+
+
+async def _start_upstreams(gateway: Gateway) -> None:
+    async with trio.open_nursery() as nursery:
+        await nursery.start(gateway.supervisor.run, gateway.live.expose)
+        gateway.live.started.set()
+        gateway.live.upstreams_changed()
 
 
 async def run_stdio(gateway: Gateway) -> int:
@@ -97,7 +131,7 @@ async def run_stdio(gateway: Gateway) -> int:
     server = StdioServer(gateway.router, live.tools_changed,
                          max_message_bytes=limits.max_message_bytes, grace_s=limits.shutdown_grace_s)
     exit_code = EXIT_OK
-    async with trio.open_nursery() as nursery:
+    async with running(gateway) as nursery:
 
         async def on_signal(*, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
             nonlocal exit_code
@@ -115,10 +149,8 @@ async def run_stdio(gateway: Gateway) -> int:
                     return
 
         await nursery.start(on_signal)
-        nursery.start_soon(watch_files, watched_files(gateway))
         log.info("ready", server=live.settings.server_name, version=live.settings.server_version,
-                 pid=os.getpid(), tools=len(live.register.tools))
+                 pid=os.getpid(), tools=len(live.register.tools), upstreams=len(live.expose.upstreams))
         async with stdin, stdout:
             await server.serve(stdin, stdout)
-        nursery.cancel_scope.cancel()
     return exit_code

@@ -15,7 +15,7 @@ import trio
 
 from tfunnel import __version__
 from tfunnel import log as logsetup
-from tfunnel.app import build, run_stdio
+from tfunnel.app import build, run_stdio, running
 from tfunnel.audit import AuditLog
 from tfunnel.check import check_home
 from tfunnel.config.atomic import sweep_temp_files, write_json_atomic
@@ -147,7 +147,9 @@ def _call(home: ResolvedHome, name: str, raw_args: str) -> int:
     gateway = build(home.path)
 
     async def run() -> Any:
-        return await gateway.surface.run_named(name, call_args, CallContext(session_id="cli"))
+        async with running(gateway):
+            await gateway.live.started.wait()
+            return await gateway.surface.run_named(name, call_args, CallContext(session_id="cli"))
 
     try:
         result = trio.run(run)

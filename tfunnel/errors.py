@@ -67,3 +67,21 @@ class GateDenied(ToolFailure):
         super().__init__(reason)
         self.reason = reason
         self.internal = internal
+
+
+class UpstreamError(ToolFailure):
+    """An upstream could not answer: not ready, timed out, crashed, or refused the request.
+
+    Messages name the upstream and never carry its stderr (which may hold secrets)."""
+
+
+class UpstreamUnavailable(UpstreamError):
+    """The upstream is not ready (starting, backing off, stopped or disabled)."""
+
+
+class UpstreamTimeout(UpstreamError):
+    """The upstream did not answer within its control or payload window."""
+
+
+class UpstreamCrashed(UpstreamError):
+    """The upstream's process died (or closed its output) with the request in flight."""

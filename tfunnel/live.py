@@ -6,16 +6,22 @@ kept in `errors` (for `/health`).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import structlog
 import trio
 
+from tfunnel.config.expose import EXPOSE_FILE, ExposeConfig, load_expose
 from tfunnel.config.load import REGISTER_FILE, STATE_FILE, load_register, load_state
 from tfunnel.config.model import Register, Settings, ToolState
 from tfunnel.errors import ConfigError
 from tfunnel.gate.manifest import MANIFEST_FILE, HookManifest, load_manifest
 from tfunnel.surface.catalog import Catalog
+from tfunnel.surface.upstream_tools import assemble
+
+ReadyTools = Callable[[], Mapping[str, Sequence[Mapping[str, Any]]]]
 
 log = structlog.get_logger("tfunnel.config")
 
@@ -41,19 +47,44 @@ class Changes:
 
 class Live:
     def __init__(self, home: Path, settings: Settings, register: Register, state: ToolState,
-                 hooks: HookManifest) -> None:
+                 hooks: HookManifest, expose: ExposeConfig) -> None:
         self.home = home
         self.settings = settings
         self.register = register
         self.state = state
         self.hooks = hooks
+        self.expose = expose
+        self.ready_tools: ReadyTools = dict
         self.catalog = Catalog(register, state)
         self.tools_changed = Changes()
         self.errors: dict[str, str] = {}
+        # Set once every upstream connected or failed its first attempt (or the deadline passed).
+        self.started = trio.Event()
 
     def _swap(self) -> None:
-        self.catalog = Catalog(self.register, self.state)
+        local = Catalog(self.register, self.state)
+        upstream = assemble(self.ready_tools(), self.expose.expose, local.local_names())
+        self.catalog = Catalog(self.register, self.state, upstream)
         self.tools_changed.bump()
+
+    def upstreams_changed(self) -> None:
+        """An upstream came up, went down or re-listed its tools."""
+        self._swap()
+
+    def reload_expose(self) -> ExposeConfig | None:
+        """The new `mcp/expose.json` if valid (for the supervisor), else None (current kept)."""
+        try:
+            expose = load_expose(self.home)
+        except ConfigError as exc:
+            self.errors[EXPOSE_FILE] = str(exc)
+            log.error("expose.json reload refused; keeping the current upstreams", error=str(exc))
+            return None
+        self.errors.pop(EXPOSE_FILE, None)
+        if expose != self.expose:
+            self.expose = expose
+            log.info("expose.json reloaded", upstreams=len(expose.upstreams))
+            self._swap()
+        return expose
 
     def reload_register(self) -> bool:
         try:

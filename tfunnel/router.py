@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 import structlog
+import trio
 
 from tfunnel.audit import AuditLog
 from tfunnel.config.model import Settings
@@ -36,9 +37,12 @@ CONFIRM_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
 
 
 class Peer(Protocol):
-    """What a transport offers for server→client requests on one connection."""
+    """What a transport offers for server→client messages on one connection."""
 
     async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]: ...
+
+    def notify_nowait(self, method: str, params: dict[str, Any]) -> None:
+        """Best effort: dropped when the client is not keeping up (progress is lossy)."""
 
 
 class SessionHooks(Protocol):
@@ -49,11 +53,14 @@ class SessionHooks(Protocol):
 
 class Router:
     def __init__(self, settings: Callable[[], Settings], surface: Surface, hooks: SessionHooks,
-                 audit: AuditLog) -> None:
+                 audit: AuditLog, started: trio.Event) -> None:
         self._settings = settings
         self._surface = surface
         self._hooks = hooks
         self._audit = audit
+        # Tool requests wait for the upstreams' first attempts (bounded by the startup deadline),
+        # so a client's first tools/list already holds the upstream tools that could connect.
+        self._started = started
 
     async def handle(self, session: ClientSession, request: Request, peer: Peer | None = None,
                      ) -> dict[str, Any]:
@@ -67,13 +74,15 @@ class Router:
         if method == "tools/list":
             if params.get("cursor") is not None:
                 raise ProtocolError(INVALID_PARAMS, "Invalid params: unknown cursor")
+            await self._started.wait()
             return {"tools": self._surface.list_tools()}
         if method == "tools/call":
             name = params.get("name")
             if not isinstance(name, str) or not name:
                 raise ProtocolError(INVALID_PARAMS, 'Invalid params: "name" must be a non-empty string')
-            ctx = CallContext(session.id, str(request.id), self._asker(session, peer))
-            outcome = await self._surface.call(name, params.get("arguments") or {}, ctx)
+            await self._started.wait()
+            outcome = await self._surface.call(name, params.get("arguments") or {},
+                                               self._call_context(session, request, peer))
             return outcome.to_wire()
         raise ProtocolError(METHOD_NOT_FOUND, f"Method not found: {method}")
 
@@ -101,6 +110,21 @@ class Router:
         self._audit.record("client", event="start", session=session.id, client=session.label,
                            protocolVersion=session.protocol_version)
         return result
+
+    def _call_context(self, session: ClientSession, request: Request, peer: Peer | None) -> CallContext:
+        meta = request.params.get("_meta")
+        meta = meta if isinstance(meta, dict) else {}
+        token = meta.get("progressToken")
+        progress = None
+        if peer is not None and isinstance(token, str | int) and not isinstance(token, bool):
+            def progress(params: dict[str, Any]) -> None:
+                relayed: dict[str, Any] = {k: params[k] for k in ("progress", "total", "message")
+                                           if k in params}
+                peer.notify_nowait("notifications/progress", {**relayed, "progressToken": token})
+        # Forwarded upstream: the caller's metadata minus protocol-owned keys and its own token.
+        forward = {k: v for k, v in meta.items()
+                   if k != "progressToken" and not k.startswith("io.modelcontextprotocol/")}
+        return CallContext(session.id, str(request.id), self._asker(session, peer), progress, forward or None)
 
     @staticmethod
     def _asker(session: ClientSession, peer: Peer | None) -> AskUser | None:

@@ -22,6 +22,15 @@ class ToolResult:
         return cls(content=({"type": "text", "text": text},), is_error=is_error)
 
     @classmethod
+    def from_wire(cls, wire: Mapping[str, Any]) -> ToolResult:
+        """An upstream `CallToolResult`, passed through: content blocks, structuredContent, isError."""
+        content = wire.get("content")
+        blocks = tuple(b for b in content if isinstance(b, dict)) if isinstance(content, list) else ()
+        structured = wire.get("structuredContent")
+        return cls(content=blocks, structured=structured if isinstance(structured, dict) else None,
+                   is_error=wire.get("isError") is True)
+
+    @classmethod
     def failure(cls, message: str, *, denied: bool = False) -> ToolResult:
         return cls(content=({"type": "text", "text": message},), is_error=True, denied=denied)
 

@@ -154,6 +154,9 @@ class StdioServer:
                                 str(response.error.get("message", "error")))
         return response.result or {}
 
+    def notify_nowait(self, method: str, params: dict[str, Any]) -> None:
+        self._send_nowait(jsonrpc.notification_message(method, params))
+
     def _send_nowait(self, message: dict[str, Any]) -> None:
         assert self._out is not None
         try:

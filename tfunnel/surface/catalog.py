@@ -6,14 +6,15 @@ upstreams exist, their tools). It is rebuilt on every config change and swapped 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from tfunnel.config.model import META_TOOL_NAMES, Register, ToolEntry, ToolState, Visibility
 from tfunnel.surface import search
+from tfunnel.surface.upstream_tools import UpstreamTool
 
-Kind = Literal["meta", "local"]
+Kind = Literal["meta", "local", "upstream"]
 DEFAULT_LIST_LIMIT = 20
 # A tool without an inputSchema accepts any arguments; advertise exactly that.
 _ANY_OBJECT_SCHEMA: Mapping[str, Any] = {"type": "object"}
@@ -57,13 +58,35 @@ class CatalogRow:
 
 
 class Catalog:
-    def __init__(self, register: Register, state: ToolState) -> None:
+    def __init__(self, register: Register, state: ToolState, upstream: Sequence[UpstreamTool] = ()) -> None:
         self.register = register
         self.state = state
+        self.upstream = tuple(upstream)
         self._by_id = register.by_id()
         self._by_display: dict[str, ToolEntry] = {}
         for entry in register.tools:
             self._by_display.setdefault(entry.name, entry)
+        self._upstream = {tool.surfaced: tool for tool in self.upstream}
+
+    def local_names(self) -> set[str]:
+        """Every name a local tool answers to: upstream tools may not take these."""
+        return set(self._by_id) | set(self._by_display)
+
+    def find_upstream(self, name: str) -> UpstreamTool | None:
+        return self._upstream.get(name)
+
+    def enabled_upstream(self, name: str) -> UpstreamTool | None:
+        tool = self._upstream.get(name)
+        if tool is None or not self.visibility(name, "upstream").enabled:
+            return None
+        return tool
+
+    def direct_upstream(self, name: str) -> UpstreamTool | None:
+        """An upstream tool on the top level: curated-direct, or promoted hot; enabled either way."""
+        tool = self.enabled_upstream(name)
+        if tool is None or (tool.curated is None and not self.visibility(name, "upstream").hot):
+            return None
+        return tool
 
     def visibility(self, name: str, kind: Kind) -> Resolved:
         return resolve_visibility(kind, self.state.entries.get(name))
@@ -104,34 +127,53 @@ class Catalog:
                     "description": entry.summary or entry.name,
                     "inputSchema": local_input_schema(entry),
                 })
+        direct = [t for t in self.upstream if self.direct_upstream(t.surfaced) is not None]
+        # Curated-direct entries first (the operator chose them), then hot promotions.
+        direct.sort(key=lambda t: t.curated is None)
+        tools += [t.top_level_definition() for t in direct]
         return tools
 
     def briefs(
         self, *, filter: str = "", category: str = "", query: str = "", limit: int | None = None
     ) -> list[dict[str, str]]:
-        """Enabled tools as `{id, name, summary, category}`: local first, in register order."""
-        candidates = [e for e in self.register.tools if self.visibility(e.id, "local").enabled]
+        """Enabled tools as `{id, name, summary, category}`: local first (register order), then
+        upstream tools (config order)."""
+        candidates = [_Brief(e.id, e.name, e.summary, e.category, _search_text(e))
+                      for e in self.register.tools if self.visibility(e.id, "local").enabled]
+        candidates += [_Brief(t.surfaced, t.display, t.description, t.category, _upstream_text(t))
+                       for t in self.upstream if self.visibility(t.surfaced, "upstream").enabled]
         if category:
-            candidates = [e for e in candidates if e.category == category]
+            candidates = [b for b in candidates if b.category == category]
         if filter:
             needle = filter.lower()
-            candidates = [e for e in candidates if needle in f"{e.id} {e.name} {e.summary}".lower()]
+            candidates = [b for b in candidates if needle in f"{b.id} {b.name} {b.summary}".lower()]
         if query:
-            documents = [search.Document(e.id, _search_text(e)) for e in candidates]
+            documents = [search.Document(b.id, b.text) for b in candidates]
             order = search.rank(query, documents, limit or DEFAULT_LIST_LIMIT)
-            by_id = {e.id: e for e in candidates}
+            by_id = {b.id: b for b in candidates}
             candidates = [by_id[key] for key in order]
         elif limit is not None:
             candidates = candidates[:limit]
-        return [{"id": e.id, "name": e.name, "summary": e.summary, "category": e.category}
-                for e in candidates]
+        return [{"id": b.id, "name": b.name, "summary": b.summary, "category": b.category}
+                for b in candidates]
 
     def rows(self) -> list[CatalogRow]:
         rows = [CatalogRow(name, "meta", name, "meta", "meta", self.visibility(name, "meta"))
                 for name in META_TOOL_NAMES]
         rows += [CatalogRow(e.id, "local", e.name, e.category, e.mode, self.visibility(e.id, "local"))
                  for e in self.register.tools]
+        rows += [CatalogRow(t.surfaced, "upstream", t.display, t.category, "upstream",
+                            self.visibility(t.surfaced, "upstream")) for t in self.upstream]
         return rows
+
+
+@dataclass(frozen=True)
+class _Brief:
+    id: str
+    name: str
+    summary: str
+    category: str
+    text: str
 
 
 def _search_text(entry: ToolEntry) -> str:
@@ -139,6 +181,11 @@ def _search_text(entry: ToolEntry) -> str:
     params = " ".join(_parameter_names(entry.input_schema))
     return " ".join([entry.id, entry.id, entry.name, entry.name, entry.summary,
                      entry.instructions, params])
+
+
+def _upstream_text(tool: UpstreamTool) -> str:
+    params = " ".join(_parameter_names(tool.input_schema))
+    return " ".join([tool.surfaced, tool.surfaced, tool.display, tool.display, tool.description, params])
 
 
 def _parameter_names(schema: Mapping[str, Any] | None) -> list[str]:

@@ -1,7 +1,7 @@
-"""`tools/list` and `tools/call` in funnel mode: the four meta-tools and hot local tools.
+"""`tools/list` and `tools/call` in funnel mode: the meta-tools, local tools, upstream tools.
 
-Every execution goes through `gated_run`. `call` is the one place where a `ToolFailure` becomes
-an `isError` result.
+Every execution goes through `gated_run`. `_guarded` is the one place where a `ToolFailure`
+(including an `UpstreamError` or a gate deny) becomes an `isError` result.
 """
 
 from __future__ import annotations
@@ -22,30 +22,46 @@ from tfunnel.protocol.jsonrpc import INVALID_PARAMS
 from tfunnel.protocol.results import ToolResult
 from tfunnel.surface import meta
 from tfunnel.surface.catalog import Catalog
+from tfunnel.surface.upstream_tools import UpstreamTool
 from tfunnel.surface.validation import validate_args
 
 log = structlog.get_logger("tfunnel.surface")
 
+Progress = Callable[[dict[str, Any]], None]
+
 
 @dataclass(frozen=True)
 class CallContext:
-    """Who is calling: the client session, the request, and how to ask its user (if possible)."""
+    """Who is calling: the client session, the request, how to ask its user and how to report
+    progress to it (each only when the client can take it), and its `_meta` to forward."""
 
     session_id: str = ""
     call_id: str = ""
     ask_user: AskUser | None = None
+    progress: Progress | None = None
+    meta: Mapping[str, Any] | None = None
 
 
 class LocalTools(Protocol):
     async def run(self, entry: ToolEntry, args: Mapping[str, Any]) -> ToolResult: ...
 
 
+class Upstreams(Protocol):
+    async def call_tool(self, upstream_id: str, tool: str, arguments: Mapping[str, Any], *,
+                        meta: Mapping[str, Any] | None = None, on_progress: Progress | None = None,
+                        ) -> dict[str, Any]: ...
+
+
+Target = ToolEntry | UpstreamTool
+
+
 class Surface:
     def __init__(self, catalog: Callable[[], Catalog], gate: Callable[[], Gate], local: LocalTools,
-                 audit: AuditLog) -> None:
+                 upstreams: Upstreams, audit: AuditLog) -> None:
         self._catalog = catalog
         self._gate = gate
         self._local = local
+        self._upstreams = upstreams
         self._audit = audit
 
     def list_tools(self) -> list[dict[str, Any]]:
@@ -58,9 +74,9 @@ class Surface:
             raise ProtocolError(INVALID_PARAMS, 'Invalid params: "arguments" must be an object')
         if catalog.meta_callable(name):
             return await self._guarded(self._meta(catalog, name, args, ctx))
-        entry = catalog.hot_local(name)
-        if entry is not None:
-            return await self._guarded(self._run_local(entry, args, ctx))
+        target: Target | None = catalog.hot_local(name) or catalog.direct_upstream(name)
+        if target is not None:
+            return await self._guarded(self._run(target, args, ctx))
         raise ProtocolError(INVALID_PARAMS, f"Unknown tool: {name}")
 
     async def run_named(self, name: str, args: dict[str, Any], ctx: CallContext) -> ToolResult:
@@ -71,10 +87,10 @@ class Surface:
                 return ToolResult.failure(f"meta-tool {name!r} is disabled")
             return await self._guarded(self._meta(catalog, name, args, ctx))
 
-        async def local() -> ToolResult:
-            return await self._run_local(self._runnable(catalog, name), args, ctx)
+        async def any_tool() -> ToolResult:
+            return await self._run(self._resolve(catalog, name), args, ctx)
 
-        return await self._guarded(local())
+        return await self._guarded(any_tool())
 
     @staticmethod
     async def _guarded(work: Awaitable[ToolResult]) -> ToolResult:
@@ -94,27 +110,34 @@ class Surface:
                                     query=args.get("query", ""), limit=args.get("limit"))
             return ToolResult(content=({"type": "text", "text": json.dumps(briefs, ensure_ascii=False)},),
                               structured={"tools": briefs})
-        if name == meta.TOOL_INSTRUCTIONS:
-            return ToolResult.text(self._instructions(catalog, args["name"]))
         if name == meta.HOWTO:
             return ToolResult.text(meta.howto_text(args["topic"]))
-        entry = self._runnable(catalog, args["name"])
-        return await self._run_local(entry, args.get("args") or {}, ctx)
+        target = self._resolve(catalog, args["name"])
+        if name == meta.TOOL_INSTRUCTIONS:
+            return ToolResult.text(_instructions(target))
+        return await self._run(target, args.get("args") or {}, ctx)
 
-    def _runnable(self, catalog: Catalog, name: str) -> ToolEntry:
+    @staticmethod
+    def _resolve(catalog: Catalog, name: str) -> Target:
+        """A local tool (by id, then display name) or an upstream tool (by surfaced name), enabled."""
         entry = catalog.find_local(name)
-        if entry is None:
-            raise ToolFailure(f"no tool named {name!r}; toolfunnel_list_tools lists the tools you can use")
-        if catalog.enabled_local(name) is None:
-            raise ToolFailure(f"tool {name!r} is disabled; an operator can enable it with "
-                              f"`tfunnel tool enable {entry.id}`")
-        return entry
+        if entry is not None:
+            if catalog.enabled_local(name) is None:
+                raise ToolFailure(f"tool {name!r} is disabled; an operator can enable it with "
+                                  f"`tfunnel tool enable {entry.id}`")
+            return entry
+        tool = catalog.find_upstream(name)
+        if tool is not None:
+            if catalog.enabled_upstream(name) is None:
+                raise ToolFailure(f"tool {name!r} is disabled; an operator can enable it with "
+                                  f"`tfunnel tool enable {name}`")
+            return tool
+        raise ToolFailure(f"no tool named {name!r}; toolfunnel_list_tools lists the tools you can use")
 
-    def _instructions(self, catalog: Catalog, name: str) -> str:
-        entry = self._runnable(catalog, name)
-        if entry.instructions.strip():
-            return entry.instructions
-        return meta.synthesized_instructions(entry.id, entry.name, entry.summary, entry.input_schema)
+    async def _run(self, target: Target, args: dict[str, Any], ctx: CallContext) -> ToolResult:
+        if isinstance(target, UpstreamTool):
+            return await self._run_upstream(target, args, ctx)
+        return await self._run_local(target, args, ctx)
 
     async def _run_local(self, entry: ToolEntry, args: dict[str, Any], ctx: CallContext) -> ToolResult:
         validate_args(entry.id, entry.input_schema, args)
@@ -132,12 +155,47 @@ class Surface:
         async def execute(final_args: Mapping[str, Any]) -> ToolResult:
             if final_args is not args:  # a hook rewrote the input: it must still fit the schema
                 validate_args(entry.id, entry.input_schema, final_args)
-            started = time.monotonic()
-            result = await self._local.run(entry, final_args)
-            self._audit.record("tool", name=entry.id, mode="gateway", ok=not result.is_error,
-                               durationMs=round((time.monotonic() - started) * 1000, 1),
-                               session=ctx.session_id, args=self._audit.redact(dict(final_args)),
-                               result=self._audit.redact(result.to_wire()))
-            return result
+            return await self._timed(entry.id, "gateway", ctx, final_args,
+                                     self._local.run(entry, final_args))
 
         return await gated_run(self._gate(), call, execute)
+
+    async def _run_upstream(self, tool: UpstreamTool, args: dict[str, Any], ctx: CallContext) -> ToolResult:
+        validate_args(tool.surfaced, tool.input_schema, args, trusted=False)
+        call = ToolCall(surfaced=tool.surfaced, tool_id=tool.tool, display=tool.display, args=args,
+                        mode="upstream", session_id=ctx.session_id, call_id=ctx.call_id,
+                        aliases=(tool.claude_code_name(),), ask_user=ctx.ask_user)
+
+        async def forward(final_args: Mapping[str, Any]) -> ToolResult:
+            wire = await self._upstreams.call_tool(tool.upstream, tool.tool, final_args, meta=ctx.meta,
+                                                   on_progress=ctx.progress)
+            return ToolResult.from_wire(wire)
+
+        async def execute(final_args: Mapping[str, Any]) -> ToolResult:
+            if final_args is not args:
+                validate_args(tool.surfaced, tool.input_schema, final_args, trusted=False)
+            return await self._timed(tool.surfaced, "upstream", ctx, final_args, forward(final_args))
+
+        return await gated_run(self._gate(), call, execute)
+
+    async def _timed(self, name: str, mode: str, ctx: CallContext, args: Mapping[str, Any],
+                     work: Awaitable[ToolResult]) -> ToolResult:
+        """Run `work` and write its audit record."""
+        started = time.monotonic()
+        result: ToolResult | None = None
+        try:
+            result = await work
+            return result
+        finally:
+            self._audit.record("tool", name=name, mode=mode, ok=result is not None and not result.is_error,
+                               durationMs=round((time.monotonic() - started) * 1000, 1),
+                               session=ctx.session_id, args=self._audit.redact(dict(args)),
+                               result=self._audit.redact(result.to_wire() if result else None))
+
+
+def _instructions(target: Target) -> str:
+    if isinstance(target, UpstreamTool):
+        return target.instructions()
+    if target.instructions.strip():
+        return target.instructions
+    return meta.synthesized_instructions(target.id, target.name, target.summary, target.input_schema)

@@ -8,9 +8,12 @@ from functools import lru_cache
 from typing import Any
 
 import jsonschema
+import structlog
 from jsonschema.exceptions import ValidationError, best_match
 
 from tfunnel.errors import ToolFailure
+
+log = structlog.get_logger("tfunnel.surface")
 
 
 @lru_cache(maxsize=512)
@@ -20,12 +23,23 @@ def _validator(schema_json: str) -> jsonschema.protocols.Validator:
     return cls(schema)
 
 
-def validate_args(tool: str, schema: Mapping[str, Any] | None, args: Mapping[str, Any]) -> None:
-    """Raise `ToolFailure` naming the offending argument when `args` fail `schema`."""
+def validate_args(tool: str, schema: Mapping[str, Any] | None, args: Mapping[str, Any], *,
+                  trusted: bool = True) -> None:
+    """Raise `ToolFailure` naming the offending argument when `args` fail `schema`.
+
+    An untrusted schema (an upstream's) that is itself broken is skipped: the upstream still
+    validates its own input, and a bad schema must not make its tool uncallable."""
     if not schema:
         return
-    validator = _validator(json.dumps(schema, sort_keys=True))
-    error = best_match(validator.iter_errors(dict(args)))
+    try:
+        validator = _validator(json.dumps(schema, sort_keys=True, default=str))
+        error = best_match(validator.iter_errors(dict(args)))
+    except (jsonschema.SchemaError, jsonschema.exceptions.UnknownType, TypeError, ValueError,
+            LookupError, RecursionError):
+        if trusted:
+            raise
+        log.debug("upstream inputSchema unusable; not validated here", tool=tool)
+        return
     if error is not None:
         raise ToolFailure(f"invalid arguments for {tool!r}: {describe(error, schema)}")
 

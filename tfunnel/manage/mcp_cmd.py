@@ -1,0 +1,259 @@
+"""`tfunnel mcp list|add|enable|disable|remove|reconnect`: change upstreams without a running gateway.
+
+Works on `mcp/expose.json` only; a running gateway reloads it live. Every change validates the whole
+resulting document (`parse_expose`, the same rules and messages as loading) before one atomic write,
+keeps unknown fields and the order of entries, and records an audit `config` record (via "cli").
+A missing file is created as `{"version": 1, "upstreams": [], "expose": []}` by the first change.
+
+`remove` cascades: the upstream's expose entries go with it. `reconnect` stamps `reconnectAt` with
+the current UTC time; a running gateway restarts an upstream whose definition changed, including a
+`stopped` one. `add` prints isolation-guard problems as warnings: adding is allowed, the gateway
+refuses to start the upstream until the problem is fixed or opted out.
+
+Exit status: 0 on success, 1 when the file is malformed (its problems go to stderr and it is left
+as it is), the id is unknown, or the change would make the file invalid; 2 for a usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from tfunnel.audit import AuditLog
+from tfunnel.config.atomic import write_json_atomic
+from tfunnel.config.expose import EXPOSE_FILE, ExposeConfig, UpstreamSpec, empty_document, parse_expose
+from tfunnel.config.validate import read_json
+from tfunnel.errors import ConfigError, ConfigProblem
+from tfunnel.upstream.isolation import isolation_problems
+
+ACTIONS = ("list", "add", "enable", "disable", "remove", "reconnect")
+_PREFIX = "tfunnel mcp:"
+
+
+def mcp_command(
+    home: Path,
+    action: str,
+    upstream_id: str | None,
+    command: list[str],
+    *,
+    env: list[str],
+    cwd: str | None,
+    description: str,
+    disabled: bool,
+) -> int:
+    """Run one `tfunnel mcp` action against `home`; return the exit status."""
+    usage = _usage_problem(action, upstream_id, command)
+    if usage:
+        print(f"{_PREFIX} {usage}", file=sys.stderr)
+        return 2
+    path = home / EXPOSE_FILE
+    try:
+        raw, config = _load(path)
+    except ConfigError as exc:
+        for problem in exc.problems:
+            print(f"{_PREFIX} {problem}", file=sys.stderr)
+        if action != "list":
+            print(f"{_PREFIX} {EXPOSE_FILE} left unchanged; fix it first", file=sys.stderr)
+        return 1
+    if action == "list":
+        _list(home, config, exists=path.exists())
+        return 0
+    assert upstream_id is not None  # _usage_problem checked it
+    if action == "add":
+        variables = _parse_env(env)
+        if variables is None:
+            return 2
+        return _add(home, raw, upstream_id, command, variables, cwd, description, disabled)
+    if config.upstream(upstream_id) is None:
+        known = ", ".join(sorted(u.id for u in config.upstreams)) or "none"
+        print(f"{_PREFIX} no upstream with id {upstream_id!r} (known: {known})", file=sys.stderr)
+        return 1
+    rows: list[Any] = raw["upstreams"]
+    index = next(i for i, row in enumerate(rows) if row.get("id") == upstream_id)
+    if action in ("enable", "disable"):
+        wanted = action == "enable"
+        if rows[index].get("enabled", True) is wanted:
+            print(f"{upstream_id}: already {action}d")
+            return 0
+        rows[index]["enabled"] = wanted
+        done = f"{upstream_id}: {action}d"
+    elif action == "remove":
+        del rows[index]
+        items = raw.get("expose", [])
+        kept = [item for item in items if item.get("upstream") != upstream_id]
+        cascaded = len(items) - len(kept)
+        if "expose" in raw:
+            raw["expose"] = kept
+        done = f"{upstream_id}: removed (and {cascaded} expose entr{'y' if cascaded == 1 else 'ies'})"
+    else:  # reconnect
+        rows[index]["reconnectAt"] = datetime.now(UTC).isoformat(timespec="microseconds").replace(
+            "+00:00", "Z")
+        done = f"{upstream_id}: reconnect requested (a running gateway restarts it)"
+        if rows[index].get("enabled", True) is False:
+            done += "; it is disabled, so it starts only once enabled"
+    return _commit(home, raw, action, upstream_id, done)
+
+
+def add_mcp_arguments(
+    parser: argparse.ArgumentParser, common: Callable[[argparse.ArgumentParser], None] | None = None
+) -> None:
+    """Give the `tfunnel mcp` parser one sub-parser per action (`args.action`, `args.id`, and for add
+    `env`, `cwd`, `description`, `disabled`). `common` adds the global options to each of them.
+
+    The upstream's command is not parsed here: `split_argv` cuts it off at `--` beforehand.
+    """
+    actions = parser.add_subparsers(dest="action", metavar="ACTION")
+    actions.required = True
+    helps = {
+        "list": "list upstreams and their expose entries",
+        "add": "add a stdio upstream: tfunnel mcp add ID [options] -- COMMAND [ARGS...]",
+        "enable": "enable an upstream",
+        "disable": "disable an upstream",
+        "remove": "remove an upstream and its expose entries",
+        "reconnect": "restart an upstream in a running gateway (also a stopped one)",
+    }
+    for action, text in helps.items():
+        sub = actions.add_parser(action, help=text, description=text)
+        if common is not None:
+            common(sub)
+        if action != "list":
+            sub.add_argument("id", help="the upstream's id")
+        if action == "add":
+            sub.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
+                             help="an environment variable for the upstream (repeatable)")
+            sub.add_argument("--cwd", help="its working directory (default: the home; relative to the home)")
+            sub.add_argument("--description", default="", help="a note for people")
+            sub.add_argument("--disabled", action="store_true", help="add it disabled")
+    parser.set_defaults(id=None, env=[], cwd=None, description="", disabled=False)
+
+
+def split_argv(argv: Sequence[str]) -> tuple[list[str], list[str]]:
+    """Split `tfunnel ... mcp add ID [options] -- COMMAND ARGS...` at the first `--` after `mcp`.
+
+    Returns (the arguments for argparse, the upstream's command line). Any other command line comes
+    back whole with an empty command: argparse cannot take a positional list after optionals, and
+    must never read the upstream's own options (`--home`, `--env`, ...) as ours.
+    """
+    argv = list(argv)
+    if "--" not in argv:
+        return argv, []
+    cut = argv.index("--")
+    if "mcp" not in argv[:cut]:
+        return argv, []
+    return argv[:cut], argv[cut + 1:]
+
+
+def _usage_problem(action: str, upstream_id: str | None, command: list[str]) -> str | None:
+    if action not in ACTIONS:
+        return f"unknown action {action!r}; expected one of {', '.join(ACTIONS)}"
+    if action != "list" and not upstream_id:
+        return f"mcp {action} needs an upstream id"
+    if action == "add" and not command:
+        return "mcp add needs a command: tfunnel mcp add ID -- COMMAND [ARGS...]"
+    if action != "add" and command:
+        return f"mcp {action} takes no command (got {shlex.join(command)})"
+    return None
+
+
+def _load(path: Path) -> tuple[dict[str, Any], ExposeConfig]:
+    """The raw document (for rewriting) and its validated config; raises `ConfigError`."""
+    if not path.exists():
+        return empty_document(), ExposeConfig()
+    try:
+        raw = read_json(path, EXPOSE_FILE)
+    except ValueError as exc:
+        raise ConfigError([ConfigProblem(EXPOSE_FILE, str(exc))]) from exc
+    config = parse_expose(raw)  # also proves raw is an object whose rows are all objects
+    assert isinstance(raw, dict)
+    raw.setdefault("upstreams", [])
+    return raw, config
+
+
+def _parse_env(pairs: list[str]) -> dict[str, str] | None:
+    variables: dict[str, str] = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name:
+            print(f"{_PREFIX} --env wants KEY=VALUE, got {pair!r}", file=sys.stderr)
+            return None
+        variables[name] = value
+    return variables
+
+
+def _add(home: Path, raw: dict[str, Any], upstream_id: str, command: list[str],
+         env: dict[str, str], cwd: str | None, description: str, disabled: bool) -> int:
+    row: dict[str, Any] = {"id": upstream_id, "transport": "stdio", "command": command[0],
+                           "args": command[1:]}
+    if env:
+        row["env"] = env
+    if cwd is not None:
+        row["cwd"] = cwd
+    if description:
+        row["description"] = description
+    row["enabled"] = not disabled
+    raw["upstreams"].append(row)
+    try:
+        config = parse_expose(raw)
+    except ConfigError as exc:
+        for problem in exc.problems:
+            print(f"{_PREFIX} {problem}", file=sys.stderr)
+        print(f"{_PREFIX} {upstream_id!r} not added; {EXPOSE_FILE} left unchanged", file=sys.stderr)
+        return 1
+    spec = config.upstream(upstream_id)
+    assert spec is not None
+    refusals = isolation_problems(spec, home)
+    for refusal in refusals:
+        print(f"{_PREFIX} warning: upstream {upstream_id!r}: {refusal}", file=sys.stderr)
+    if refusals:
+        print(f"{_PREFIX} warning: the gateway will refuse to start {upstream_id!r} until this is fixed "
+              "or opted out", file=sys.stderr)
+    state = "disabled" if disabled else "enabled"
+    return _commit(home, raw, "add", upstream_id, f"{upstream_id}: added ({state})", validated=True)
+
+
+def _commit(home: Path, raw: dict[str, Any], action: str, upstream_id: str, done: str, *,
+            validated: bool = False) -> int:
+    """Validate the whole new document, write it atomically, audit the change, report it."""
+    if not validated:
+        try:
+            parse_expose(raw)
+        except ConfigError as exc:  # cannot happen for enable/disable/remove/reconnect; kept as a net
+            for problem in exc.problems:
+                print(f"{_PREFIX} {problem}", file=sys.stderr)
+            print(f"{_PREFIX} {EXPOSE_FILE} left unchanged", file=sys.stderr)
+            return 1
+    write_json_atomic(home / EXPOSE_FILE, raw)
+    AuditLog(home).record("config", file=EXPOSE_FILE, via="cli", change=f"{action} {upstream_id}")
+    print(done)
+    return 0
+
+
+def _list(home: Path, config: ExposeConfig, *, exists: bool) -> None:
+    for spec in config.upstreams:
+        state = "enabled" if spec.enabled else "disabled"
+        print(f"{spec.id}  {spec.transport}  {state}  {_target(spec)}")
+        print(f"  cwd: {spec.resolved_cwd(home)}")
+        if spec.description:
+            print(f"  description: {spec.description}")
+        for entry in config.expose:
+            if entry.upstream == spec.id:
+                flags = "" if entry.enabled else "  (disabled)"
+                category = f"  [{entry.category}]" if entry.category else ""
+                print(f"  expose: {entry.tool} as {entry.as_name}{category}{flags}")
+        for problem in isolation_problems(spec, home):
+            print(f"  isolation: {problem}")
+    if not config.upstreams:
+        note = "" if exists else " (the file does not exist yet)"
+        print(f"no upstreams in {home / EXPOSE_FILE}{note}")
+
+
+def _target(spec: UpstreamSpec) -> str:
+    """The command line of a stdio upstream, the URL of a remote one."""
+    if spec.transport == "stdio":
+        return shlex.join([spec.command, *spec.args])
+    return spec.url or ""

@@ -1,0 +1,94 @@
+"""Upstream tools as the surface names them (pure).
+
+A tool's surfaced name is the `as` of its enabled expose entry, else `<upstream>_<tool>`. On a
+collision the local register wins, then config order; each collision is logged once per process.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+from tfunnel.config.expose import ExposeEntry
+from tfunnel.config.model import META_TOOL_NAMES
+
+log = structlog.get_logger("tfunnel.surface")
+_reported: set[tuple[str, str, str]] = set()
+
+
+@dataclass(frozen=True)
+class UpstreamTool:
+    surfaced: str
+    upstream: str
+    tool: str
+    definition: Mapping[str, Any]
+    curated: ExposeEntry | None = None  # its enabled expose entry (curated-direct), if any
+
+    @property
+    def display(self) -> str:
+        title = self.definition.get("title")
+        return title if isinstance(title, str) and title else self.tool
+
+    @property
+    def description(self) -> str:
+        text = self.definition.get("description")
+        return text if isinstance(text, str) else ""
+
+    @property
+    def category(self) -> str:
+        if self.curated is not None and self.curated.category:
+            return self.curated.category
+        return f"mcp:{self.upstream}"
+
+    @property
+    def input_schema(self) -> Mapping[str, Any]:
+        schema = self.definition.get("inputSchema")
+        return schema if isinstance(schema, Mapping) else {"type": "object"}
+
+    def claude_code_name(self) -> str:
+        """The name Claude Code gives this tool, so its hook matchers keep working."""
+        return f"mcp__{self.upstream}__{self.tool}"
+
+    def top_level_definition(self) -> dict[str, Any]:
+        """The upstream's definition under our name: title, annotations, outputSchema kept."""
+        return {**self.definition, "name": self.surfaced, "inputSchema": dict(self.input_schema)}
+
+    def instructions(self) -> str:
+        required = self.input_schema.get("required", [])
+        required_list = [r for r in required if isinstance(r, str)] if isinstance(required, list) else []
+        call = {"name": self.surfaced, "args": {name: f"<{name}>" for name in required_list}}
+        lines = [f"{self.surfaced} - forwarded from upstream MCP server {self.upstream!r} "
+                 f"(upstream tool: {self.tool}).", "", self.description or "(no description)", "",
+                 "Run it with toolfunnel_run_tool:", "```json", json.dumps(call, ensure_ascii=False), "```",
+                 "Every call passes this gateway's policy hooks.", "", "Input schema:", "```json",
+                 json.dumps(self.input_schema, indent=2, ensure_ascii=False), "```"]
+        if required_list:
+            lines += ["", "Required: " + ", ".join(required_list)]
+        return "\n".join(lines)
+
+
+def assemble(ready: Mapping[str, Sequence[Mapping[str, Any]]], expose: Iterable[ExposeEntry],
+             taken: set[str]) -> list[UpstreamTool]:
+    """Name every tool of every ready upstream (config order); `taken` holds local names."""
+    curated = {(e.upstream, e.tool): e for e in expose if e.enabled}
+    used = set(taken) | set(META_TOOL_NAMES)
+    tools: list[UpstreamTool] = []
+    for upstream, definitions in ready.items():
+        for definition in definitions:
+            name = str(definition["name"])
+            entry = curated.get((upstream, name))
+            surfaced = entry.as_name if entry is not None else f"{upstream}_{name}"
+            if surfaced in used:
+                key = (upstream, name, surfaced)
+                if key not in _reported:
+                    _reported.add(key)
+                    log.warning("upstream tool name collides; the earlier tool keeps the name",
+                                upstream=upstream, tool=name, name=surfaced)
+                continue
+            used.add(surfaced)
+            tools.append(UpstreamTool(surfaced, upstream, name, definition, entry))
+    return tools

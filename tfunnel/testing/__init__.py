@@ -1,0 +1,1 @@
+"""Test fixtures that ship with tfunnel: a real stdio MCP upstream with fault modes."""

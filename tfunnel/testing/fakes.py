@@ -1,0 +1,17 @@
+"""In-memory doubles for the seams between components."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from tfunnel.errors import UpstreamUnavailable
+
+
+class NoUpstreams:
+    """An `Upstreams` with nothing attached: every call is refused as unavailable."""
+
+    async def call_tool(self, upstream_id: str, tool: str, arguments: Mapping[str, Any], *,
+                        meta: Mapping[str, Any] | None = None,
+                        on_progress: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+        raise UpstreamUnavailable(f"upstream {upstream_id!r} is not configured")

@@ -1,0 +1,1 @@
+"""Upstream MCP servers: config, isolation guard, child processes, sessions, the supervisor."""

@@ -1,0 +1,111 @@
+"""An upstream's child process: spawned in its own session, stderr always drained, reaped.
+
+Stopping follows the MCP stdio shutdown: close stdin → wait → SIGTERM the group → wait →
+SIGKILL the group; the leader is waited for (no zombie) and the group is swept, so a new
+incarnation never starts while anything of the old one is alive.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import signal
+import subprocess
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import structlog
+import trio
+
+from tfunnel.errors import UpstreamError
+
+log = structlog.get_logger("tfunnel.upstream")
+
+# MCP's stdio shutdown: after stdin closes, a well-behaved server exits on its own; give it this
+# long, then SIGTERM the group and give it as long again before SIGKILL.
+STDIN_GRACE_S = 2.0
+TERM_GRACE_S = 2.0
+# How much of an upstream's stderr we keep for /health and logs (never for clients).
+STDERR_TAIL_BYTES = 4096
+
+
+class SpawnFailed(UpstreamError):
+    """The child could not be started; `permanent` when retrying cannot help (no such command,
+    missing cwd, not executable)."""
+
+    def __init__(self, message: str, *, permanent: bool) -> None:
+        super().__init__(message)
+        self.permanent = permanent
+
+
+class StderrTail:
+    """The last `STDERR_TAIL_BYTES` of a child's stderr, read continuously so the child never
+    blocks on a full pipe."""
+
+    def __init__(self) -> None:
+        self._chunks: collections.deque[bytes] = collections.deque()
+        self._size = 0
+        self.total = 0
+
+    def add(self, data: bytes) -> None:
+        self.total += len(data)
+        self._chunks.append(data)
+        self._size += len(data)
+        while self._size - len(self._chunks[0]) >= STDERR_TAIL_BYTES:
+            self._size -= len(self._chunks.popleft())
+
+    def text(self) -> str:
+        return b"".join(self._chunks)[-STDERR_TAIL_BYTES:].decode("utf-8", "replace")
+
+
+async def spawn(upstream_id: str, argv: Sequence[str], cwd: Path, env: Mapping[str, str]) -> trio.Process:
+    if not cwd.is_dir():
+        raise SpawnFailed(f"upstream {upstream_id!r}: working directory {cwd} does not exist", permanent=True)
+    try:
+        return await trio.lowlevel.open_process(
+            list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            cwd=str(cwd), env=dict(env), start_new_session=True)
+    except (FileNotFoundError, NotADirectoryError) as exc:
+        raise SpawnFailed(f"upstream {upstream_id!r}: command {argv[0]!r} not found", permanent=True) from exc
+    except PermissionError as exc:
+        raise SpawnFailed(f"upstream {upstream_id!r}: command {argv[0]!r} is not executable",
+                          permanent=True) from exc
+    except OSError as exc:
+        raise SpawnFailed(f"upstream {upstream_id!r}: cannot start {argv[0]!r}: {exc.strerror or exc}",
+                          permanent=False) from exc
+
+
+async def drain_stderr(proc: trio.Process, tail: StderrTail) -> None:
+    assert proc.stderr is not None
+    try:
+        while data := await proc.stderr.receive_some(65536):
+            tail.add(bytes(data))
+    except (trio.BrokenResourceError, trio.ClosedResourceError):
+        pass
+
+
+def _killpg(pgid: int, sig: signal.Signals) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+async def stop(proc: trio.Process) -> int | None:
+    """The MCP stdio shutdown sequence; returns the exit status. Call shielded from cancellation."""
+    if proc.stdin is not None:
+        await proc.stdin.aclose()
+    with trio.move_on_after(STDIN_GRACE_S):
+        await proc.wait()
+    if proc.returncode is None:
+        _killpg(proc.pid, signal.SIGTERM)
+        with trio.move_on_after(TERM_GRACE_S):
+            await proc.wait()
+    if proc.returncode is None:
+        _killpg(proc.pid, signal.SIGKILL)
+        await proc.wait()
+    _killpg(proc.pid, signal.SIGKILL)  # grandchildren left in the group die with the upstream
+    for stream in (proc.stdout, proc.stderr):
+        if stream is not None:
+            await stream.aclose()
+    return proc.returncode

@@ -1,0 +1,83 @@
+"""The client side of one upstream connection, sans-IO: bytes in, events out; requests out.
+
+Request ids are ours (integers, unique per connection), so ids from different clients never
+collide upstream and a late answer to a cancelled request is recognised and dropped. Error
+contract: `feed` never raises on what the upstream sends; bad input becomes an event.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from tfunnel.protocol import jsonrpc
+from tfunnel.protocol.eras import LATEST_LEGACY
+from tfunnel.protocol.framing import LineReader, Oversize
+from tfunnel.protocol.jsonrpc import MessageError, Notification, Request, Response
+
+
+@dataclass(frozen=True)
+class Garbage:
+    """A stdout line that is not a JSON-RPC message (logged and skipped)."""
+
+    line: bytes
+    error: str
+
+
+@dataclass(frozen=True)
+class OversizeResponse:
+    """A line over the cap; `request_id` is the request it probably answered (or None)."""
+
+    request_id: jsonrpc.RequestId | None
+    size_at_least: int
+
+
+Event = Response | Request | Notification | Garbage | OversizeResponse
+
+
+class ClientCore:
+    def __init__(self, max_line_bytes: int) -> None:
+        self._lines = LineReader(max_line_bytes)
+        self._next_id = 0
+
+    def new_id(self) -> int:
+        """A request id never used before on this connection."""
+        self._next_id += 1
+        return self._next_id
+
+    def feed(self, data: bytes | bytearray) -> list[Event]:
+        return [self._event(item) for item in self._lines.feed(data)]
+
+    def eof(self) -> list[Event]:
+        return [self._event(item) for item in self._lines.eof()]
+
+    @staticmethod
+    def _event(item: bytes | Oversize) -> Event:
+        if isinstance(item, Oversize):
+            return OversizeResponse(item.sniff_id(), item.size_at_least)
+        try:
+            return jsonrpc.decode(item)
+        except MessageError as exc:
+            return Garbage(item[:200], exc.message)
+
+
+def initialize_params(client_name: str, client_version: str) -> dict[str, Any]:
+    """What we offer in the legacy handshake: the newest legacy version, no client features."""
+    return {"protocolVersion": LATEST_LEGACY, "capabilities": {},
+            "clientInfo": {"name": client_name, "version": client_version}}
+
+
+def encode_request(request_id: int, method: str, params: dict[str, Any]) -> bytes:
+    return jsonrpc.encode(jsonrpc.request_message(request_id, method, params))
+
+
+def encode_notification(method: str, params: dict[str, Any] | None = None) -> bytes:
+    return jsonrpc.encode(jsonrpc.notification_message(method, params))
+
+
+def encode_response(request_id: jsonrpc.RequestId, result: dict[str, Any]) -> bytes:
+    return jsonrpc.encode(jsonrpc.result_message(request_id, result))
+
+
+def encode_error(request_id: jsonrpc.RequestId, code: int, message: str) -> bytes:
+    return jsonrpc.encode(jsonrpc.error_message(request_id, code, message))

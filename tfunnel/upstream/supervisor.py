@@ -1,0 +1,364 @@
+"""The supervisor: one task per upstream, each incarnation of its child in its own nursery.
+
+States: starting → ready → (backoff → starting)* → stopped; plus disabled. Each upstream's task
+runs under its own cancel scope, so a config change restarts exactly the upstreams whose
+definition changed, and shutdown cancels them all; every cancel path ends in `child.stop`
+(shielded), so no child outlives its incarnation and a new one never starts before the old
+process group is gone.
+"""
+
+from __future__ import annotations
+
+import enum
+import random
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import structlog
+import trio
+
+from tfunnel.config.expose import ExposeConfig, UpstreamSpec
+from tfunnel.config.model import Limits
+from tfunnel.errors import UpstreamCrashed, UpstreamError, UpstreamUnavailable
+from tfunnel.protocol.eras import LEGACY_VERSIONS
+from tfunnel.protocol.jsonrpc import Notification
+from tfunnel.upstream import child
+from tfunnel.upstream.backoff import RestartBudget
+from tfunnel.upstream.client import initialize_params
+from tfunnel.upstream.isolation import isolation_problems
+from tfunnel.upstream.session import Progress, UpstreamSession
+
+log = structlog.get_logger("tfunnel.upstream")
+
+# The gateway is ready when every upstream connected or failed its first attempt, or after this.
+STARTUP_DEADLINE_S = 15.0
+# Calls in flight to one upstream at once; more wait their turn instead of piling onto its stdin.
+MAX_CONCURRENT_CALLS = 64
+# tools/list pages followed before we stop trusting nextCursor.
+MAX_TOOL_PAGES = 50
+
+
+class State(enum.Enum):
+    STARTING = "starting"
+    READY = "ready"
+    BACKOFF = "backoff"
+    STOPPED = "stopped"
+    DISABLED = "disabled"
+
+
+@dataclass(frozen=True)
+class Identity:
+    """Who we are when talking to upstreams."""
+
+    name: str
+    version: str
+
+
+@dataclass(frozen=True)
+class UpstreamStatistics:
+    id: str
+    state: str
+    transport: str
+    era: str | None
+    protocol_version: str | None
+    pid: int | None
+    tools: int
+    restarts: int
+    since: str
+    last_error: str | None
+    stopped_reason: str | None
+
+
+def _now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+class Upstream:
+    """One supervised upstream: its state, its live session, its tools."""
+
+    def __init__(self, spec: UpstreamSpec, *, home: Path, env: Mapping[str, str], limits: Limits,
+                 identity: Identity, on_change: Callable[[], None],
+                 jitter: Callable[[], float] = random.random) -> None:
+        self.spec = spec
+        self._home = home
+        self._env = env
+        self._limits = limits
+        self._identity = identity
+        self._on_change = on_change
+        self._jitter = jitter
+        self._budget = RestartBudget(spec.restart)
+        self._limiter = trio.CapacityLimiter(MAX_CONCURRENT_CALLS)
+        self.state = State.STARTING if spec.enabled else State.DISABLED
+        self.since = _now_iso()
+        self.session: UpstreamSession | None = None
+        self.tools: tuple[dict[str, Any], ...] = ()
+        self.server_info: dict[str, Any] = {}
+        self.protocol_version: str | None = None
+        self.pid: int | None = None
+        self.last_error: str | None = None
+        self.stopped_reason: str | None = None
+        self.first_attempt = trio.Event()
+
+    def statistics(self) -> UpstreamStatistics:
+        return UpstreamStatistics(
+            id=self.spec.id, state=self.state.value, transport=self.spec.transport,
+            era="legacy" if self.protocol_version else None, protocol_version=self.protocol_version,
+            pid=self.pid, tools=len(self.tools), restarts=self._budget.total, since=self.since,
+            last_error=self.last_error, stopped_reason=self.stopped_reason)
+
+    def _set(self, state: State) -> None:
+        if state is not self.state:
+            self.state = state
+            self.since = _now_iso()
+
+    async def run(self) -> None:
+        """Supervise until cancelled, or until a ceiling stops the upstream."""
+        while True:
+            self._set(State.STARTING)
+            permanent = False
+            try:
+                await self._incarnation()
+                error = self.last_error or f"upstream {self.spec.id!r} exited"
+            except child.SpawnFailed as exc:
+                error, permanent = str(exc), exc.permanent
+            except UpstreamError as exc:
+                error = str(exc)
+            self.last_error = error
+            self.first_attempt.set()
+            verdict = self._budget.failed(trio.current_time(), permanent=permanent, jitter=self._jitter())
+            if verdict.delay_s is None:
+                self.stopped_reason = f"{verdict.reason}; last error: {error}"
+                self._set(State.STOPPED)
+                log.error("upstream stopped", upstream=self.spec.id, reason=self.stopped_reason)
+                return
+            log.warning("upstream down; restarting", upstream=self.spec.id, error=error,
+                        backoff_s=round(verdict.delay_s, 3))
+            self._set(State.BACKOFF)
+            await trio.sleep(verdict.delay_s)
+
+    async def _incarnation(self) -> None:
+        spec = self.spec
+        if spec.transport != "stdio":
+            raise child.SpawnFailed(f"upstream {spec.id!r}: transport {spec.transport!r} is not available "
+                                    "in this version (stdio only)", permanent=True)
+        problems = isolation_problems(spec, self._home)
+        if problems:
+            raise child.SpawnFailed(f"upstream {spec.id!r} refused by the isolation guard: "
+                                    + "; ".join(problems), permanent=True)
+        proc = await child.spawn(spec.id, [spec.command, *spec.args], spec.resolved_cwd(self._home),
+                                 {**self._env, **spec.env})
+        self.pid = proc.pid
+        tail = child.StderrTail()
+        failure: UpstreamError | None = None
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(child.drain_stderr, proc, tail)
+                assert proc.stdin is not None and proc.stdout is not None
+                session = UpstreamSession(
+                    spec.id, proc.stdin, proc.stdout, max_line_bytes=self._limits.max_message_bytes,
+                    on_notification=lambda note: self._notification(note, nursery))
+                exited = trio.Event()
+                nursery.start_soon(self._watch, proc, session, exited)
+                try:
+                    await self._handshake(session)
+                except UpstreamError as exc:
+                    # Raised here, not out of the nursery (which would wrap it in a group).
+                    failure = exc
+                    nursery.cancel_scope.cancel()
+                else:
+                    self.session = session
+                    self._set(State.READY)
+                    self._budget.connected()
+                    self.first_attempt.set()
+                    log.info("upstream ready", upstream=spec.id, pid=proc.pid, tools=len(self.tools),
+                             protocol=self.protocol_version)
+                    self._on_change()
+                    await exited.wait()
+                    nursery.cancel_scope.cancel()
+        finally:
+            had_tools = self.session is not None
+            self.session = None
+            self.tools = ()
+            with trio.CancelScope(shield=True):
+                await child.stop(proc)
+            self.pid = None
+            if tail.total:
+                log.info("upstream stderr (tail)", upstream=spec.id, tail=tail.text()[-500:])
+            if had_tools:
+                self._on_change()
+        if failure is not None:
+            raise failure
+
+    async def _watch(self, proc: trio.Process, session: UpstreamSession, exited: trio.Event) -> None:
+        """When the child's output ends, learn its status and fail everything in flight at once."""
+        await session.run()
+        with trio.move_on_after(child.STDIN_GRACE_S):
+            await proc.wait()
+        status = proc.returncode
+        what = f"exited with status {status}" if status is not None else "closed its output"
+        self.last_error = f"upstream {self.spec.id!r} {what}"
+        session.fail_all(UpstreamCrashed(self.last_error))
+        exited.set()
+
+    async def _handshake(self, session: UpstreamSession) -> None:
+        control = self.spec.request_timeout_ms / 1000
+        result = await session.request(
+            "initialize", initialize_params(self._identity.name, self._identity.version), timeout_s=control)
+        version = result.get("protocolVersion")
+        if version not in LEGACY_VERSIONS:
+            raise UpstreamError(f"upstream {self.spec.id!r} answered initialize with protocol version "
+                                f"{version!r}; supported: {', '.join(LEGACY_VERSIONS)}")
+        self.protocol_version = str(version)
+        info = result.get("serverInfo")
+        self.server_info = info if isinstance(info, dict) else {}
+        await session.notify("notifications/initialized")
+        self.tools = await self._list_tools(session)
+
+    async def _list_tools(self, session: UpstreamSession) -> tuple[dict[str, Any], ...]:
+        control = self.spec.request_timeout_ms / 1000
+        tools: list[dict[str, Any]] = []
+        cursor: str | None = None
+        for _ in range(MAX_TOOL_PAGES):
+            page = await session.request("tools/list", {"cursor": cursor} if cursor else {}, timeout_s=control)
+            tools += [t for t in page.get("tools", []) if isinstance(t, dict) and isinstance(t.get("name"), str)]
+            cursor = page.get("nextCursor")
+            if not isinstance(cursor, str) or not cursor:
+                break
+        return tuple(tools)
+
+    def _notification(self, note: Notification, nursery: trio.Nursery) -> None:
+        if note.method == "notifications/tools/list_changed":
+            nursery.start_soon(self._relist)
+
+    async def _relist(self) -> None:
+        session = self.session
+        if session is None:
+            return
+        try:
+            self.tools = await self._list_tools(session)
+        except UpstreamError as exc:
+            log.warning("re-listing tools failed", upstream=self.spec.id, error=str(exc))
+            return
+        log.info("upstream tools changed", upstream=self.spec.id, tools=len(self.tools))
+        self._on_change()
+
+    async def call_tool(self, tool: str, arguments: Mapping[str, Any], *, meta: Mapping[str, Any] | None = None,
+                        on_progress: Progress | None = None) -> dict[str, Any]:
+        """Forward `tools/call`; raise `UpstreamError` when the upstream cannot answer."""
+        session = self.session
+        if session is None or self.state is not State.READY:
+            detail = f" ({self.stopped_reason})" if self.state is State.STOPPED else ""
+            raise UpstreamUnavailable(f"upstream {self.spec.id!r} is {self.state.value}{detail}")
+        params: dict[str, Any] = {"name": tool, "arguments": dict(arguments)}
+        if meta:
+            params["_meta"] = dict(meta)
+        async with self._limiter:
+            return await session.request("tools/call", params, timeout_s=self.spec.timeout_ms / 1000,
+                                         payload=True, on_progress=on_progress)
+
+
+class Supervisor:
+    """All upstreams of one gateway, reconfigured live from `mcp/expose.json`."""
+
+    def __init__(self, *, home: Path, env: Mapping[str, str], limits: Limits, identity: Identity,
+                 on_change: Callable[[], None], startup_deadline_s: float = STARTUP_DEADLINE_S,
+                 jitter: Callable[[], float] = random.random) -> None:
+        self._home = home
+        self._env = env
+        self._limits = limits
+        self._identity = identity
+        self._on_change = on_change
+        self._startup_deadline_s = startup_deadline_s
+        self._jitter = jitter
+        self.upstreams: dict[str, Upstream] = {}
+        self._scopes: dict[str, trio.CancelScope] = {}
+        self._finished: dict[str, trio.Event] = {}
+        self._lock = trio.Lock()
+        self._nursery: trio.Nursery | None = None
+
+    async def run(self, config: ExposeConfig, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+                  ) -> None:
+        """Start every enabled upstream concurrently; report started once each connected or failed
+        its first attempt (or the startup deadline passed); supervise until cancelled."""
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            async with self._lock:
+                for spec in config.upstreams:
+                    await self._start(spec)
+            with trio.move_on_after(self._startup_deadline_s):
+                for upstream in list(self.upstreams.values()):
+                    if upstream.state is not State.DISABLED:
+                        await upstream.first_attempt.wait()
+            task_status.started()
+            await trio.sleep_forever()
+
+    def reconfigure(self, config: ExposeConfig) -> None:
+        """Apply a new config in the background: only changed upstreams restart."""
+        assert self._nursery is not None
+        self._nursery.start_soon(self._apply, config)
+
+    async def _apply(self, config: ExposeConfig) -> None:
+        async with self._lock:
+            wanted = {spec.id: spec for spec in config.upstreams}
+            for upstream_id in list(self.upstreams):
+                old = self.upstreams[upstream_id].spec
+                new = wanted.get(upstream_id)
+                if new is not None and new == old:
+                    continue
+                await self._halt(upstream_id)
+                log.info("upstream removed" if new is None else "upstream definition changed",
+                         upstream=upstream_id)
+            order = list(wanted)
+            for spec in config.upstreams:
+                if spec.id not in self.upstreams:
+                    await self._start(spec)
+            self.upstreams = {uid: self.upstreams[uid] for uid in order}
+            self._on_change()
+
+    async def _start(self, spec: UpstreamSpec) -> None:
+        upstream = Upstream(spec, home=self._home, env=self._env, limits=self._limits,
+                            identity=self._identity, on_change=self._on_change, jitter=self._jitter)
+        self.upstreams[spec.id] = upstream
+        if not spec.enabled:
+            return
+        assert self._nursery is not None
+        finished = trio.Event()
+        self._finished[spec.id] = finished
+        self._scopes[spec.id] = await self._nursery.start(self._supervise, upstream, finished)
+
+    @staticmethod
+    async def _supervise(upstream: Upstream, finished: trio.Event, *,
+                         task_status: trio.TaskStatus[trio.CancelScope]) -> None:
+        try:
+            with trio.CancelScope() as scope:
+                task_status.started(scope)
+                await upstream.run()
+        finally:
+            finished.set()
+
+    async def _halt(self, upstream_id: str) -> None:
+        """Cancel one upstream's task and wait until its child is reaped."""
+        scope = self._scopes.pop(upstream_id, None)
+        finished = self._finished.pop(upstream_id, None)
+        if scope is not None and finished is not None:
+            scope.cancel()
+            await finished.wait()
+        del self.upstreams[upstream_id]
+
+    def statistics(self) -> list[UpstreamStatistics]:
+        return [u.statistics() for u in self.upstreams.values()]
+
+    def ready_tools(self) -> dict[str, tuple[dict[str, Any], ...]]:
+        """The tools of every ready upstream, in config order."""
+        return {uid: u.tools for uid, u in self.upstreams.items() if u.state is State.READY}
+
+    async def call_tool(self, upstream_id: str, tool: str, arguments: Mapping[str, Any], *,
+                        meta: Mapping[str, Any] | None = None, on_progress: Progress | None = None,
+                        ) -> dict[str, Any]:
+        upstream = self.upstreams.get(upstream_id)
+        if upstream is None:
+            raise UpstreamUnavailable(f"upstream {upstream_id!r} is not configured")
+        return await upstream.call_tool(tool, arguments, meta=meta, on_progress=on_progress)
