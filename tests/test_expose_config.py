@@ -92,7 +92,8 @@ def test_every_field_is_read(tmp_path: Path) -> None:
     ("row", "transport", "url"),
     [
         pytest.param({"id": "r", "transport": "http", "url": "https://mcp.example/mcp",
-                      "headers": {"Authorization": "Bearer x"}}, "http", "https://mcp.example/mcp", id="http"),
+                      "headers": {"Authorization": "Bearer x"}}, "http", "https://mcp.example/mcp",
+                     id="http"),
         pytest.param({"id": "r", "transport": "http", "url": "http://127.0.0.1:8000/mcp"}, "http",
                      "http://127.0.0.1:8000/mcp", id="http-loopback"),
         pytest.param({"id": "r", "transport": "websocket", "url": "wss://mcp.example/ws"}, "websocket",
@@ -202,7 +203,8 @@ INVALID = [
     pytest.param(one(restart={"windowS": "60"}), U0, "restart.windowS", id="windowS-string"),
     pytest.param(one(restart={"permanentFailureS": -1}), U0, "restart.permanentFailureS",
                  id="permanentFailureS-negative"),
-    pytest.param(one(restart={"initialBackoffS": 0}), U0, "restart.initialBackoffS", id="initialBackoffS-zero"),
+    pytest.param(one(restart={"initialBackoffS": 0}), U0, "restart.initialBackoffS",
+                 id="initialBackoffS-zero"),
     pytest.param(one(restart={"maxBackoffS": False}), U0, "restart.maxBackoffS", id="maxBackoffS-bool"),
     pytest.param(one(restart={"initialBackoffS": 10, "maxBackoffS": 5}), U0, "restart.initialBackoffS",
                  id="initialBackoff-over-max"),
@@ -256,7 +258,8 @@ def test_every_problem_is_reported_at_once(tmp_path: Path) -> None:
 def test_problem_text_names_file_entry_and_field(tmp_path: Path) -> None:
     """The rendered problem reads file: entry: field: message."""
     [problem] = problems_for(tmp_path, doc({"id": "git", "command": "x", "args": [1]}))
-    assert str(problem) == "mcp/expose.json: upstreams[0] (id 'git'): field 'args[0]': must be a string, got 1"
+    assert str(problem) == ("mcp/expose.json: upstreams[0] (id 'git'): field 'args[0]': "
+                            "must be a string, got 1")
 
 
 def test_expose_row_of_a_broken_upstream_is_not_also_an_error(tmp_path: Path) -> None:
@@ -357,7 +360,8 @@ def test_env_is_compared_by_value() -> None:
         pytest.param("~/work", "{user}/work", id="tilde"),
     ],
 )
-def test_resolved_cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cwd: str | None, expected: str) -> None:
+def test_resolved_cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cwd: str | None,
+                      expected: str) -> None:
     """cwd defaults to the home; relative is against the home; `~` is the user's home."""
     monkeypatch.setenv("HOME", str(tmp_path / "user"))
     home = tmp_path / "home"

@@ -147,7 +147,8 @@ def test_path_list_env(home: Path, name: str) -> None:
     inside, outside = str(home / "sub" / "lib.so"), str(home.parent / "outside" / "lib.so")
     assert isolation_problems(spec(env={name: inside}), home) == []
     [problem] = isolation_problems(spec(env={name: outside}), home)
-    assert problem.startswith(f"env {name} element {outside!r} resolves to ") and "allowOutsidePaths" in problem
+    assert problem.startswith(f"env {name} element {outside!r} resolves to ")
+    assert "allowOutsidePaths" in problem
     assert isolation_problems(spec(env={name: outside}, allow_outside_paths=True), home) == []
     # allowCodeLoadingEnv is for the option-string class only.
     assert len(isolation_problems(spec(env={name: outside}, allow_code_loading_env=True), home)) == 1

@@ -41,7 +41,7 @@ def audit_on(home: Path) -> Path:
     return home / "logs" / "toolfunnel.log.jsonl"
 
 
-TWO = {
+TWO: dict[str, Any] = {
     "version": 1,
     "_README": "ToolFunnel keeps notes in unknown keys.",
     "upstreams": [
@@ -150,7 +150,8 @@ def test_add_warns_about_isolation_but_adds(tmp_path: Path, capsys: pytest.Captu
 def test_list_without_a_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Listing a home without expose.json says so and creates nothing."""
     assert run(tmp_path, "list") == 0
-    assert capsys.readouterr().out == f"no upstreams in {tmp_path / EXPOSE_FILE} (the file does not exist yet)\n"
+    out = capsys.readouterr().out
+    assert out == f"no upstreams in {tmp_path / EXPOSE_FILE} (the file does not exist yet)\n"
     assert not (tmp_path / EXPOSE_FILE).exists()
 
 
@@ -164,7 +165,7 @@ def test_list_an_empty_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
 def test_list_shows_upstreams_and_their_expose_entries(tmp_path: Path,
                                                        capsys: pytest.CaptureFixture[str]) -> None:
     """Each upstream: id, transport, state, command line, cwd, description, then its expose rows."""
-    put(tmp_path, {**TWO, "upstreams": [*TWO["upstreams"],  # type: ignore[list-item]
+    put(tmp_path, {**TWO, "upstreams": [*TWO["upstreams"],
                                         {"id": "far", "transport": "http", "url": "https://h/mcp",
                                          "enabled": False}]})
     assert run(tmp_path, "list") == 0
@@ -201,12 +202,13 @@ def test_disable_and_enable_round_trip(tmp_path: Path, capsys: pytest.CaptureFix
     assert run(tmp_path, "disable", "git") == 0
     assert capsys.readouterr().out == "git: disabled\n"
     after = read(tmp_path)
-    assert after["upstreams"][1] == {**TWO["upstreams"][1], "enabled": False}  # type: ignore[dict-item]
+    assert after["upstreams"][1] == {**TWO["upstreams"][1], "enabled": False}
     assert {**after, "upstreams": TWO["upstreams"]} == TWO
-    assert load_expose(tmp_path).upstream("git").enabled is False  # type: ignore[union-attr]
+    git = load_expose(tmp_path).upstream("git")
+    assert git is not None and git.enabled is False
     assert run(tmp_path, "enable", "git") == 0
     assert capsys.readouterr().out == "git: enabled\n"
-    assert read(tmp_path)["upstreams"][1] == {**TWO["upstreams"][1], "enabled": True}  # type: ignore[dict-item]
+    assert read(tmp_path)["upstreams"][1] == {**TWO["upstreams"][1], "enabled": True}
 
 
 @pytest.mark.parametrize("action", ["enable", "disable"])
@@ -231,8 +233,8 @@ def test_remove_cascades_its_expose_entries(tmp_path: Path, capsys: pytest.Captu
     assert run(tmp_path, "remove", "time") == 0
     assert capsys.readouterr().out == "time: removed (and 2 expose entries)\n"
     after = read(tmp_path)
-    assert after == {**TWO, "upstreams": [TWO["upstreams"][1]],  # type: ignore[index]
-                     "expose": [TWO["expose"][1]]}  # type: ignore[index]
+    assert after == {**TWO, "upstreams": [TWO["upstreams"][1]],
+                     "expose": [TWO["expose"][1]]}
     assert [u.id for u in load_expose(tmp_path).upstreams] == ["git"]
 
 

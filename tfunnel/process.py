@@ -69,7 +69,8 @@ class _Capped:
         return b"".join(self.chunks)
 
 
-def _killpg(pgid: int, sig: signal.Signals) -> None:
+def killpg(pgid: int, sig: signal.Signals) -> None:
+    """Signal a process group; a group that is already gone is not an error."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
 
@@ -78,14 +79,14 @@ async def stop_group(proc: trio.Process) -> None:
     """SIGTERM the group, wait `TERM_GRACE_S`, SIGKILL it; reap the leader; sweep stragglers."""
     pgid = proc.pid  # start_new_session=True makes the child its group's leader
     if proc.returncode is None:
-        _killpg(pgid, signal.SIGTERM)
+        killpg(pgid, signal.SIGTERM)
         with trio.move_on_after(TERM_GRACE_S):
             await proc.wait()
         if proc.returncode is None:
-            _killpg(pgid, signal.SIGKILL)
+            killpg(pgid, signal.SIGKILL)
             await proc.wait()
     # Members left behind by a leader that exited (background jobs) die with the call.
-    _killpg(pgid, signal.SIGKILL)
+    killpg(pgid, signal.SIGKILL)
 
 
 async def run_child(spec: ProcessSpec) -> ProcessOutcome:

@@ -100,7 +100,7 @@ def mcp_command(
 
 
 def add_mcp_arguments(
-    parser: argparse.ArgumentParser, common: Callable[[argparse.ArgumentParser], None] | None = None
+    parser: argparse.ArgumentParser, common: Callable[[argparse.ArgumentParser], object] | None = None
 ) -> None:
     """Give the `tfunnel mcp` parser one sub-parser per action (`args.action`, `args.id`, and for add
     `env`, `cwd`, `description`, `disabled`). `common` adds the global options to each of them.

@@ -8,7 +8,6 @@ incarnation never starts while anything of the old one is alive.
 from __future__ import annotations
 
 import collections
-import os
 import signal
 import subprocess
 from collections.abc import Mapping, Sequence
@@ -18,6 +17,7 @@ import structlog
 import trio
 
 from tfunnel.errors import UpstreamError
+from tfunnel.process import killpg
 
 log = structlog.get_logger("tfunnel.upstream")
 
@@ -59,7 +59,7 @@ class StderrTail:
 
 
 async def spawn(upstream_id: str, argv: Sequence[str], cwd: Path, env: Mapping[str, str]) -> trio.Process:
-    if not cwd.is_dir():
+    if not await trio.Path(cwd).is_dir():
         raise SpawnFailed(f"upstream {upstream_id!r}: working directory {cwd} does not exist", permanent=True)
     try:
         return await trio.lowlevel.open_process(
@@ -84,13 +84,6 @@ async def drain_stderr(proc: trio.Process, tail: StderrTail) -> None:
         pass
 
 
-def _killpg(pgid: int, sig: signal.Signals) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
 async def stop(proc: trio.Process) -> int | None:
     """The MCP stdio shutdown sequence; returns the exit status. Call shielded from cancellation."""
     if proc.stdin is not None:
@@ -98,13 +91,13 @@ async def stop(proc: trio.Process) -> int | None:
     with trio.move_on_after(STDIN_GRACE_S):
         await proc.wait()
     if proc.returncode is None:
-        _killpg(proc.pid, signal.SIGTERM)
+        killpg(proc.pid, signal.SIGTERM)
         with trio.move_on_after(TERM_GRACE_S):
             await proc.wait()
     if proc.returncode is None:
-        _killpg(proc.pid, signal.SIGKILL)
+        killpg(proc.pid, signal.SIGKILL)
         await proc.wait()
-    _killpg(proc.pid, signal.SIGKILL)  # grandchildren left in the group die with the upstream
+    killpg(proc.pid, signal.SIGKILL)  # grandchildren left in the group die with the upstream
     for stream in (proc.stdout, proc.stderr):
         if stream is not None:
             await stream.aclose()

@@ -222,8 +222,10 @@ class Upstream:
         tools: list[dict[str, Any]] = []
         cursor: str | None = None
         for _ in range(MAX_TOOL_PAGES):
-            page = await session.request("tools/list", {"cursor": cursor} if cursor else {}, timeout_s=control)
-            tools += [t for t in page.get("tools", []) if isinstance(t, dict) and isinstance(t.get("name"), str)]
+            params = {"cursor": cursor} if cursor else {}
+            page = await session.request("tools/list", params, timeout_s=control)
+            tools += [t for t in page.get("tools", [])
+                      if isinstance(t, dict) and isinstance(t.get("name"), str)]
             cursor = page.get("nextCursor")
             if not isinstance(cursor, str) or not cursor:
                 break
@@ -245,7 +247,8 @@ class Upstream:
         log.info("upstream tools changed", upstream=self.spec.id, tools=len(self.tools))
         self._on_change()
 
-    async def call_tool(self, tool: str, arguments: Mapping[str, Any], *, meta: Mapping[str, Any] | None = None,
+    async def call_tool(self, tool: str, arguments: Mapping[str, Any], *,
+                        meta: Mapping[str, Any] | None = None,
                         on_progress: Progress | None = None) -> dict[str, Any]:
         """Forward `tools/call`; raise `UpstreamError` when the upstream cannot answer."""
         session = self.session
@@ -279,8 +282,8 @@ class Supervisor:
         self._lock = trio.Lock()
         self._nursery: trio.Nursery | None = None
 
-    async def run(self, config: ExposeConfig, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
-                  ) -> None:
+    async def run(self, config: ExposeConfig, *,
+                  task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Start every enabled upstream concurrently; report started once each connected or failed
         its first attempt (or the startup deadline passed); supervise until cancelled."""
         async with trio.open_nursery() as nursery:
