@@ -131,6 +131,14 @@ def test_add_bad_env_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixt
     assert not (tmp_path / EXPOSE_FILE).exists()
 
 
+def test_add_warns_about_a_missing_cwd(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A cwd that does not exist yet is a warning, not a refusal."""
+    assert run(tmp_path, "add", "u", ["x"], cwd="later") == 0
+    err = capsys.readouterr().err
+    assert f"upstream 'u': cwd {tmp_path / 'later'} is not a folder (yet)" in err
+    assert read(tmp_path)["upstreams"][0]["cwd"] == "later"
+
+
 def test_add_warns_about_isolation_but_adds(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A path outside the home is a warning at add time; the gateway refuses it later."""
     assert run(tmp_path, "add", "fs", ["npx", "server-filesystem", "/etc"], env=["NODE_OPTIONS=-r x"]) == 0
@@ -140,7 +148,7 @@ def test_add_warns_about_isolation_but_adds(tmp_path: Path, capsys: pytest.Captu
     assert len(warnings) == 3
     assert "upstream 'fs': args[1] '/etc'" in warnings[0] and "allowOutsidePaths" in warnings[0]
     assert "env NODE_OPTIONS" in warnings[1]
-    assert "will refuse to start 'fs'" in warnings[2]
+    assert "will not start 'fs' until this is fixed" in warnings[2]
     assert read(tmp_path)["upstreams"][0]["id"] == "fs"
 
 
@@ -179,7 +187,6 @@ def test_list_shows_upstreams_and_their_expose_entries(tmp_path: Path,
         "  description: git tools",
         "  expose: git_log as git_git_log  [vcs]",
         "far  http  disabled  https://h/mcp",
-        f"  cwd: {tmp_path}",
     ]
 
 

@@ -109,6 +109,19 @@ class Wire:
             message = await self.recv(timeout=seconds + 1)
             raise AssertionError(f"expected no message, got {message}")
 
+    async def expect_no_reply(self, seconds: float) -> None:
+        """Assert no response arrives for `seconds` (notifications are stashed, not failures)."""
+        held: list[dict[str, Any]] = []
+        try:
+            with trio.move_on_after(seconds):
+                while True:
+                    message = await self.recv(timeout=seconds + 1)
+                    if "method" not in message:
+                        raise AssertionError(f"expected no response, got {message}")
+                    held.append(message)
+        finally:
+            self.stash.extend(held)
+
     async def close_stdin(self) -> None:
         assert self.proc.stdin is not None
         await self.proc.stdin.aclose()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tfunnel.audit import AuditLog
+from tfunnel.config.expose import load_expose
 from tfunnel.config.load import REGISTER_FILE, load_register, load_settings, load_state
 from tfunnel.errors import ConfigError, ConfigProblem
 from tfunnel.gate.manifest import load_hook_state, load_manifest
@@ -24,6 +25,10 @@ def check_home(home: Path) -> list[ConfigProblem]:
     except ConfigError as exc:
         problems.extend(exc.problems)
     problems.extend(load_hook_state(home)[1])
+    try:
+        load_expose(home)
+    except ConfigError as exc:
+        problems.extend(exc.problems)
     problems.extend(AuditLog(home).problems)
     try:
         register = load_register(home)

@@ -25,6 +25,7 @@ from tfunnel.config.validate import read_json
 from tfunnel.errors import ConfigError, ProtocolError
 from tfunnel.manage.hook_cmd import hook_command
 from tfunnel.manage.log_cmd import log_command
+from tfunnel.manage.mcp_cmd import add_mcp_arguments, mcp_command, split_argv
 from tfunnel.surface.catalog import Catalog
 from tfunnel.surface.service import CallContext
 
@@ -64,6 +65,7 @@ def parser() -> argparse.ArgumentParser:
         "tool": "change a tool's visibility",
         "hook": "list hooks, or enable, disable or remove one",
         "log": "turn the audit log on or off, show its status, or print its last records",
+        "mcp": "list, add, enable, disable or remove upstream MCP servers, or reconnect one",
     }
     subs = {name: sub.add_parser(name, help=text, description=text) for name, text in commands.items()}
     for s in subs.values():
@@ -72,6 +74,7 @@ def parser() -> argparse.ArgumentParser:
     subs["call"].add_argument("args", nargs="?", default="{}", help="arguments as a JSON object")
     subs["tool"].add_argument("action", choices=tuple(TOOL_ACTIONS))
     subs["tool"].add_argument("id", help="the tool's surfaced name (a register id or a meta-tool)")
+    add_mcp_arguments(subs["mcp"], lambda s: _global_options(s, top=False))
     subs["hook"].add_argument("action", choices=("list", "enable", "disable", "remove"))
     subs["hook"].add_argument("id", nargs="?", help="the hook's id (all but list)")
     subs["log"].add_argument("action", choices=("on", "off", "status", "tail"))
@@ -80,7 +83,12 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # `tfunnel mcp add ID -- CMD ARGS...`: the upstream's own command line is not ours to parse.
+    head, upstream_command = split_argv(argv)
+    args = parser().parse_args(head)
+    if upstream_command and args.command != "mcp":
+        args, upstream_command = parser().parse_args(argv), []
     logsetup.configure(args.log_format, args.log_level)
     home = _prepare_home(args.home)
     command = args.command or "serve"
@@ -99,6 +107,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return hook_command(home.path, args.action, args.id)
         if command == "log":
             return log_command(home.path, args.action, lines=args.lines)
+        if command == "mcp":
+            return mcp_command(home.path, args.action, args.id, upstream_command, env=args.env,
+                               cwd=args.cwd, description=args.description, disabled=args.disabled)
         return _tool(home, args.action, args.id)
     except ConfigError as exc:
         for problem in exc.problems:

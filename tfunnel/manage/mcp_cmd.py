@@ -7,8 +7,8 @@ A missing file is created as `{"version": 1, "upstreams": [], "expose": []}` by 
 
 `remove` cascades: the upstream's expose entries go with it. `reconnect` stamps `reconnectAt` with
 the current UTC time; a running gateway restarts an upstream whose definition changed, including a
-`stopped` one. `add` prints isolation-guard problems as warnings: adding is allowed, the gateway
-refuses to start the upstream until the problem is fixed or opted out.
+`stopped` one. `add` prints isolation-guard problems (and a cwd that is not a folder) as warnings:
+adding is allowed, the gateway refuses to start the upstream until the problem is fixed.
 
 Exit status: 0 on success, 1 when the file is malformed (its problems go to stderr and it is left
 as it is), the id is unknown, or the change would make the file invalid; 2 for a usage error.
@@ -206,12 +206,14 @@ def _add(home: Path, raw: dict[str, Any], upstream_id: str, command: list[str],
         return 1
     spec = config.upstream(upstream_id)
     assert spec is not None
-    refusals = isolation_problems(spec, home)
-    for refusal in refusals:
-        print(f"{_PREFIX} warning: upstream {upstream_id!r}: {refusal}", file=sys.stderr)
-    if refusals:
-        print(f"{_PREFIX} warning: the gateway will refuse to start {upstream_id!r} until this is fixed "
-              "or opted out", file=sys.stderr)
+    warnings = isolation_problems(spec, home)
+    if not spec.resolved_cwd(home).is_dir():
+        warnings.append(f"cwd {spec.resolved_cwd(home)} is not a folder (yet)")
+    for warning in warnings:
+        print(f"{_PREFIX} warning: upstream {upstream_id!r}: {warning}", file=sys.stderr)
+    if warnings:
+        print(f"{_PREFIX} warning: the gateway will not start {upstream_id!r} until this is fixed",
+              file=sys.stderr)
     state = "disabled" if disabled else "enabled"
     return _commit(home, raw, "add", upstream_id, f"{upstream_id}: added ({state})", validated=True)
 
@@ -237,7 +239,8 @@ def _list(home: Path, config: ExposeConfig, *, exists: bool) -> None:
     for spec in config.upstreams:
         state = "enabled" if spec.enabled else "disabled"
         print(f"{spec.id}  {spec.transport}  {state}  {_target(spec)}")
-        print(f"  cwd: {spec.resolved_cwd(home)}")
+        if spec.transport == "stdio":
+            print(f"  cwd: {spec.resolved_cwd(home)}")
         if spec.description:
             print(f"  description: {spec.description}")
         for entry in config.expose:

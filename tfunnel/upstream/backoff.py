@@ -1,8 +1,8 @@
 """Restart decisions for one upstream (pure): backoff delays and the two ceilings.
 
-- Backoff: `initial * 2**(k-1)` capped at `max`, where k counts the restarts inside the sliding
-  window (a child that stayed up longer than the window starts again from `initial`), times a
-  jitter factor in [1 - JITTER, 1 + JITTER] so a fleet of crashed children does not restart in step.
+- Backoff: `initial * 2**(k-1)` times a jitter factor in [1 - JITTER, 1 + JITTER] (so a fleet of
+  crashed children does not restart in step), capped at `max`; k counts consecutive failures and
+  starts again when the last failure is longer ago than the window (the child stayed up).
 - Restart ceiling: more than `max_restarts` restarts within `window_s` → stop (crash loop).
 - Permanent-failure ceiling: failures that retrying cannot heal (no such command, missing cwd,
   isolation refusal) are retried for at most `permanent_failure_s`, then stop.
@@ -31,11 +31,17 @@ class RestartBudget:
         self.policy = policy
         self._restarts: collections.deque[float] = collections.deque()
         self._permanent_since: float | None = None
+        self._consecutive = 0
+        self._last_failure: float | None = None
         self.total = 0
 
     def failed(self, now: float, *, permanent: bool, jitter: float = 0.5) -> Verdict:
         """Record a failure at `now`; `jitter` in [0, 1) (0.5 = no jitter) picks the spread."""
         policy = self.policy
+        if self._last_failure is not None and now - self._last_failure > policy.window_s:
+            self._consecutive = 0
+        self._last_failure = now
+        self._consecutive += 1
         if permanent:
             if self._permanent_since is None:
                 self._permanent_since = now
@@ -51,9 +57,8 @@ class RestartBudget:
                                  f"{policy.window_s:g} s")
         self._restarts.append(now)
         self.total += 1
-        k = len(self._restarts)
-        base = min(policy.max_backoff_s, policy.initial_backoff_s * 2 ** (k - 1))
-        return Verdict(base * (1 + JITTER * (2 * jitter - 1)))
+        base = policy.initial_backoff_s * 2 ** min(self._consecutive - 1, 62)
+        return Verdict(min(policy.max_backoff_s, base * (1 + JITTER * (2 * jitter - 1))))
 
     def connected(self) -> None:
         """The upstream came up: a permanent failure has healed."""

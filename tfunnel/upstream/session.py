@@ -16,7 +16,7 @@ from typing import Any
 import structlog
 import trio
 
-from tfunnel.errors import UpstreamCrashed, UpstreamError, UpstreamTimeout
+from tfunnel.errors import UpstreamError, UpstreamTimeout
 from tfunnel.protocol import jsonrpc
 from tfunnel.protocol.jsonrpc import Notification, Request, Response
 from tfunnel.upstream.client import (
@@ -66,7 +66,8 @@ class UpstreamSession:
         self._closed: UpstreamError | None = None
 
     async def run(self) -> None:
-        """Read until the upstream closes its output; the writer stops with it."""
+        """Read until the upstream closes its output; the writer stops with it. In-flight requests
+        stay pending until the owner calls `fail_all` with the reason (e.g. the exit status)."""
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._writer)
             await self._reader()
@@ -151,9 +152,7 @@ class UpstreamSession:
             for event in self._core.feed(data) if data else self._core.eof():
                 await self._handle(event)
             if not data:
-                if self._closed is None:
-                    self.fail_all(UpstreamCrashed(f"upstream {self.upstream_id!r} closed its output"))
-                return
+                return  # the owner learns why (exit status) and calls fail_all
 
     async def _handle(self, event: Response | Request | Notification | Garbage | OversizeResponse) -> None:
         if isinstance(event, Response):

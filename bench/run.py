@@ -1,0 +1,274 @@
+"""tfunnel-bench: direct upstream vs a bare relay vs tfunnel, side by side in one run.
+
+    python bench/run.py [--rounds 5] [--calls 2000] [--json out.json]
+    python bench/run.py --quick          # smoke run, well under 20 s
+
+Rounds are interleaved (direct, relay, tfunnel/curated, tfunnel/run_tool, direct, ...) so drift
+in the machine hits every target alike. Each metric is reported as the median over rounds with
+the min-max range; every ratio is taken within a round, then summarised the same way. See
+bench/README.md for what each target and metric means.
+
+Exit status: 0 when the run completed (whether or not the targets were met), 1 on a failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import trio
+from measure import Sample, Settings, measure
+from peer import descendants, kill_tree
+from targets import Target, make_targets, prepare_home
+
+DIRECT, RELAY = "direct", "relay"
+GATEWAYS = ("tfunnel/curated", "tfunnel/run_tool")
+
+FULL = Settings(calls=2000, warmup=200, concurrency=16, spawns=3, slow_seconds=2.0, slow_parallel=8)
+QUICK = Settings(calls=100, warmup=20, concurrency=16, spawns=1, slow_seconds=0.5, slow_parallel=8)
+
+Round = dict[str, Sample]
+
+
+@dataclass(frozen=True)
+class Summary:
+    median: float
+    low: float
+    high: float
+
+    @classmethod
+    def of(cls, values: Sequence[float]) -> Summary:
+        return cls(statistics.median(values), min(values), max(values))
+
+    def show(self, digits: int) -> str:
+        return f"{self.median:.{digits}f} [{self.low:.{digits}f}-{self.high:.{digits}f}]"
+
+
+@dataclass(frozen=True)
+class Metric:
+    label: str
+    digits: int
+    value: Callable[[Round, str], float]  # (round, target name) -> value
+
+
+@dataclass(frozen=True)
+class Check:
+    label: str
+    limit: float | None  # None: shown for information, not judged
+    at_most: bool  # True: pass when the median <= limit; False: pass when >= limit
+    value: Callable[[Round, str], float]  # (round, gateway target name) -> ratio
+
+    def target_text(self) -> str:
+        if self.limit is None:
+            return "info"
+        return f"{'≤' if self.at_most else '≥'} {self.limit:g}"
+
+    def passes(self, median: float) -> bool | None:
+        if self.limit is None:
+            return None
+        return median <= self.limit if self.at_most else median >= self.limit
+
+
+def _added(field: str) -> Callable[[Round, str], float]:
+    """Latency a target adds over the direct upstream in the same round (µs)."""
+    def value(r: Round, name: str) -> float:
+        return float(getattr(r[name], field) - getattr(r[DIRECT], field))
+    return value
+
+
+def _over_relay(value: Callable[[Round, str], float]) -> Callable[[Round, str], float]:
+    def ratio(r: Round, name: str) -> float:
+        return value(r, name) / value(r, RELAY)
+    return ratio
+
+
+def _field(field: str, scale: float = 1.0) -> Callable[[Round, str], float]:
+    return lambda r, name: float(getattr(r[name], field)) * scale
+
+
+def _slow_ratio(r: Round, name: str) -> float:
+    return r[name].slow_many_s / r[name].slow_one_s
+
+
+def metrics(settings: Settings) -> list[Metric]:
+    n, s = settings.slow_parallel, f"{settings.slow_seconds:g}"
+    return [
+        Metric("cold start (ms)", 0, _field("cold_start_s", 1000)),
+        Metric("latency p50 (µs)", 0, _field("p50_us")),
+        Metric("latency p99 (µs)", 0, _field("p99_us")),
+        Metric("latency mean (µs)", 0, _field("mean_us")),
+        Metric("added p50 over direct (µs)", 0, _added("p50_us")),
+        Metric("added p99 over direct (µs)", 0, _added("p99_us")),
+        Metric(f"throughput @{settings.concurrency} (calls/s)", 0, _field("throughput")),
+        Metric(f"1 x slow {s} s (s)", 3, _field("slow_one_s")),
+        Metric(f"{n} x slow {s} s concurrent (s)", 3, _field("slow_many_s")),
+        Metric(f"{n}x / 1x slow", 3, _slow_ratio),
+        Metric("CPU per call, latency run (µs)", 0, _field("cpu_us_per_call")),
+        Metric("RSS after run (MiB)", 1, _field("rss_kib", 1 / 1024)),
+        Metric("disk bytes per call", 1, _field("disk_bytes_per_call")),
+        Metric("syscalls per call", 1, _field("syscalls_per_call")),
+    ]
+
+
+def checks(settings: Settings) -> list[Check]:
+    n, s = settings.slow_parallel, f"{settings.slow_seconds:g}"
+    return [
+        Check("added latency p50, tfunnel / relay", 1.5, True, _over_relay(_added("p50_us"))),
+        Check("latency p99, tfunnel / relay", 2.0, True, _over_relay(_field("p99_us"))),
+        Check("added latency p99, tfunnel / relay", None, True, _over_relay(_added("p99_us"))),
+        Check(f"throughput @{settings.concurrency}, tfunnel / relay", 0.5, False,
+              _over_relay(_field("throughput"))),
+        Check("cold start, tfunnel / relay", 1.5, True, _over_relay(_field("cold_start_s"))),
+        Check("RSS, tfunnel / relay", 1.5, True, _over_relay(_field("rss_kib"))),
+        Check(f"{n} x slow {s} s / 1 x (tfunnel alone)", 1.1, True, _slow_ratio),
+        Check("disk bytes per forwarded call", 0.0, True, _field("disk_bytes_per_call")),
+        Check("CPU per call, tfunnel / relay", None, True, _over_relay(_field("cpu_us_per_call"))),
+    ]
+
+
+async def run_rounds(targets: Sequence[Target], settings: Settings, rounds: int) -> list[Round]:
+    results: list[Round] = []
+    for number in range(1, rounds + 1):
+        current: Round = {}
+        for target in targets:
+            started = time.perf_counter()
+            current[target.name] = sample = await measure(target, settings)
+            progress(f"round {number}/{rounds} {target.name:<17} p50 {sample.p50_us:7.0f} µs  "
+                     f"{sample.throughput:7.0f} calls/s  ({time.perf_counter() - started:.1f} s)")
+        results.append(current)
+    return results
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """An aligned Markdown pipe table (readable in a terminal too)."""
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+
+    def line(cells: Sequence[str]) -> str:
+        return "| " + " | ".join(cell.ljust(w) for cell, w in zip(cells, widths, strict=True)) + " |"
+
+    rule = "|" + "|".join("-" * (w + 2) for w in widths) + "|"
+    return "\n".join([line(header), rule, *(line(row) for row in rows)])
+
+
+def report(results: list[Round], settings: Settings, rounds: int) -> tuple[str, list[dict[str, Any]]]:
+    names = list(results[0])
+    metric_rows = [[m.label, *(Summary.of([m.value(r, name) for r in results]).show(m.digits)
+                               for name in names)] for m in metrics(settings)]
+    verdicts: list[dict[str, Any]] = []
+    check_rows = []
+    for c in checks(settings):
+        cells = [c.label, c.target_text()]
+        for name in GATEWAYS:
+            summary = Summary.of([c.value(r, name) for r in results])
+            ok = c.passes(summary.median)
+            verdict = {None: "", True: " pass", False: " MISS"}[ok]
+            cells.append(f"{summary.show(2)}{verdict}")
+            verdicts.append({"check": c.label, "gateway": name, "limit": c.limit,
+                             "at_most": c.at_most, **asdict(summary), "pass": ok})
+        check_rows.append(cells)
+    text = "\n".join([
+        f"tfunnel-bench: {rounds} round(s), {settings.calls} calls (+{settings.warmup} warm-up), "
+        f"concurrency {settings.concurrency}, {settings.spawns} cold start(s) per round, "
+        f"slow {settings.slow_seconds:g} s x {settings.slow_parallel}",
+        machine_line(),
+        "",
+        "Median [min-max] over rounds:",
+        "",
+        table(["metric", *names], metric_rows),
+        "",
+        "Ratios within each round, median [min-max]; pass/MISS judged on the median:",
+        "",
+        table(["check", "target", *GATEWAYS], check_rows),
+    ])
+    return text, verdicts
+
+
+def machine() -> dict[str, Any]:
+    model = ""
+    with open("/proc/cpuinfo") as fh:
+        for line in fh:
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    return {"nproc": os.cpu_count(), "cpu": model, "python": platform.python_version(),
+            "trio": trio.__version__, "kernel": platform.release()}
+
+
+def machine_line() -> str:
+    m = machine()
+    return (f"machine: {m['nproc']} CPUs ({m['cpu'] or 'unknown model'}), Linux {m['kernel']}, "
+            f"Python {m['python']}, trio {m['trio']}")
+
+
+def progress(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def reap_strays() -> None:
+    """Belt and braces: kill anything still below us (each peer is already stopped on exit)."""
+    strays = descendants(os.getpid())
+    if strays:
+        progress(f"killing {len(strays)} leftover process(es): {strays}")
+        for pid in strays:
+            kill_tree(pid, [])
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0] if __doc__ else None)
+    p.add_argument("--quick", action="store_true", help="smoke run: 1 round, 100 calls, slow 0.5 s")
+    p.add_argument("--rounds", type=int, help="interleaved rounds (default 5; --quick: 1)")
+    p.add_argument("--calls", type=int, help="calls per latency and per throughput run (default 2000)")
+    p.add_argument("--spawns", type=int, help="cold starts per target per round (default 3)")
+    p.add_argument("--slow-seconds", type=float, help="seconds of the slow tool (default 2)")
+    p.add_argument("--json", type=Path, metavar="PATH", help="also write every number to PATH")
+    args = p.parse_args(argv)
+    for option in ("rounds", "calls", "spawns", "slow_seconds"):
+        value = getattr(args, option)
+        if value is not None and value <= 0:
+            p.error(f"--{option.replace('_', '-')} must be positive")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    base = QUICK if args.quick else FULL
+    rounds = args.rounds or (1 if args.quick else 5)
+    settings = Settings(
+        calls=args.calls or base.calls,
+        warmup=base.warmup,
+        concurrency=base.concurrency,
+        spawns=args.spawns or base.spawns,
+        slow_seconds=args.slow_seconds or base.slow_seconds,
+        slow_parallel=base.slow_parallel,
+    )
+    with tempfile.TemporaryDirectory(prefix="tfunnel-bench-") as tmp:
+        home = Path(tmp) / "home"
+        prepare_home(home)
+        targets = make_targets(home)
+        try:
+            results = trio.run(run_rounds, targets, settings, rounds)
+        finally:
+            reap_strays()
+    text, verdicts = report(results, settings, rounds)
+    print(text)
+    if args.json:
+        args.json.write_text(json.dumps({
+            "machine": machine(), "settings": asdict(settings), "rounds": rounds,
+            "results": [{name: asdict(sample) for name, sample in r.items()} for r in results],
+            "checks": verdicts,
+        }, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
