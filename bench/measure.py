@@ -1,15 +1,26 @@
-"""One round of measurements against one target.
+"""One round of measurements across all targets, interleaved so noise hits every target alike.
 
-Cold start is timed on fresh processes; everything else runs on one long-lived process, in this
-order: check, warm-up, latency (concurrency 1, with /proc io and CPU counters read around it),
-throughput (concurrency N), one slow call, K concurrent slow calls, then its RSS.
+A round, with each step taken target after target (direct, relay, tfunnel/curated, ...):
+
+1. cold starts: `spawns` fresh processes per target, alternating between targets;
+2. one long-lived process per target, all started together: check, warm-up;
+3. latency at concurrency 1 in blocks of `LATENCY_BLOCK` calls, alternating targets block by block,
+   with /proc io and CPU counters read around each block;
+4. throughput at concurrency N, in blocks of `THROUGHPUT_BLOCK` calls, alternating the same way;
+5. one slow call, then K concurrent slow calls; then each process's RSS.
+
+The machine this runs on is shared and small, so a noisy second hurts one block of every
+target rather than the whole latency run of one of them.
 """
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 import time
-from dataclasses import dataclass
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 
 import trio
 from peer import Peer, PeerError, cpu_seconds, io_counters, rss_kib, running
@@ -19,14 +30,16 @@ ECHO_TEXT = "hello from tfunnel-bench"
 COLD_START_TIMEOUT_S = 30.0
 # Generous: on a 2-core box three busy processes share the CPU; a hang still fails fast-ish.
 PHASE_TIMEOUT_S = 300.0
+LATENCY_BLOCK = 100  # calls per target before switching to the next (about 50-100 ms)
+THROUGHPUT_BLOCK = 500  # calls per target per throughput block
 
 
 @dataclass(frozen=True)
 class Settings:
-    calls: int  # latency calls and throughput calls per round
+    calls: int  # latency calls and throughput calls per target per round
     warmup: int
     concurrency: int
-    spawns: int  # cold starts per round
+    spawns: int  # cold starts per target per round
     slow_seconds: float
     slow_parallel: int
 
@@ -48,36 +61,77 @@ class Sample:
     syscalls_per_call: float  # syscr + syscw over the latency run, per call
 
 
-async def measure(target: Target, settings: Settings) -> Sample:
-    cold = [await cold_start(target) for _ in range(settings.spawns)]
-    async with running(target.argv) as peer:
+@dataclass
+class _Tally:
+    """One target's running totals within a round."""
+
+    cold: list[float] = field(default_factory=list)
+    latencies_ns: list[int] = field(default_factory=list)
+    cpu_s: float = 0.0
+    io: Counter[str] = field(default_factory=Counter)
+    throughput_calls: int = 0
+    throughput_s: float = 0.0
+
+
+async def measure_round(targets: Sequence[Target], settings: Settings) -> dict[str, Sample]:
+    tallies = {t.name: _Tally() for t in targets}
+    for _ in range(settings.spawns):
+        for t in targets:
+            tallies[t.name].cold.append(await cold_start(t))
+    async with contextlib.AsyncExitStack() as stack:
+        peers = [await stack.enter_async_context(running(t.argv)) for t in targets]
+        pairs = list(zip(targets, peers, strict=True))
         with trio.fail_after(PHASE_TIMEOUT_S):
-            await peer.initialize()
-            await peer.wait_for_tool(target.ready_tool)
-            await check_echo(peer, target)
-            await latencies(peer, target, settings.warmup)
-            before, cpu_before = io_counters(peer.pid), cpu_seconds(peer.pid)
-            samples = await latencies(peer, target, settings.calls)
-            after, cpu_after = io_counters(peer.pid), cpu_seconds(peer.pid)
-            throughput = await concurrent_echo(peer, target, settings.calls, settings.concurrency)
-            slow_one = await concurrent_slow(peer, target, settings.slow_seconds, 1)
-            slow_many = await concurrent_slow(peer, target, settings.slow_seconds, settings.slow_parallel)
-            rss = rss_kib(peer.pid)
-    delta = {key: after[key] - before[key] for key in after}
-    samples.sort()
+            for t, peer in pairs:
+                await peer.initialize()
+                await peer.wait_for_tool(t.ready_tool)
+                await check_echo(peer, t)
+                await latencies(peer, t, settings.warmup)
+            for size in blocks(settings.calls, LATENCY_BLOCK):
+                for t, peer in pairs:
+                    tally = tallies[t.name]
+                    io_before, cpu_before = io_counters(peer.pid), cpu_seconds(peer.pid)
+                    tally.latencies_ns += await latencies(peer, t, size)
+                    tally.cpu_s += cpu_seconds(peer.pid) - cpu_before
+                    tally.io.update(Counter(io_counters(peer.pid)) - Counter(io_before))
+            for size in blocks(settings.calls, THROUGHPUT_BLOCK):
+                for t, peer in pairs:
+                    tally = tallies[t.name]
+                    tally.throughput_s += await concurrent_echo(peer, t, size, settings.concurrency)
+                    tally.throughput_calls += size
+            slow_one = {t.name: await concurrent_slow(peer, t, settings.slow_seconds, 1)
+                        for t, peer in pairs}
+            slow_many = {t.name: await concurrent_slow(peer, t, settings.slow_seconds,
+                                                       settings.slow_parallel)
+                         for t, peer in pairs}
+            rss = {t.name: rss_kib(peer.pid) for t, peer in pairs}
+    return {name: _sample(tally, slow_one[name], slow_many[name], rss[name])
+            for name, tally in tallies.items()}
+
+
+def _sample(tally: _Tally, slow_one: float, slow_many: float, rss: int) -> Sample:
+    ordered = sorted(tally.latencies_ns)
+    calls = len(ordered)
     return Sample(
-        cold_start_s=statistics.median(cold),
-        p50_us=percentile(samples, 50) / 1000,
-        p99_us=percentile(samples, 99) / 1000,
-        mean_us=statistics.fmean(samples) / 1000,
-        throughput=throughput,
+        cold_start_s=statistics.median(tally.cold),
+        p50_us=percentile(ordered, 50) / 1000,
+        p99_us=percentile(ordered, 99) / 1000,
+        mean_us=statistics.fmean(ordered) / 1000,
+        throughput=tally.throughput_calls / tally.throughput_s,
         slow_one_s=slow_one,
         slow_many_s=slow_many,
-        cpu_us_per_call=(cpu_after - cpu_before) / settings.calls * 1e6,
+        cpu_us_per_call=tally.cpu_s / calls * 1e6,
         rss_kib=rss,
-        disk_bytes_per_call=(delta["read_bytes"] + delta["write_bytes"]) / settings.calls,
-        syscalls_per_call=(delta["syscr"] + delta["syscw"]) / settings.calls,
+        disk_bytes_per_call=(tally.io["read_bytes"] + tally.io["write_bytes"]) / calls,
+        syscalls_per_call=(tally.io["syscr"] + tally.io["syscw"]) / calls,
     )
+
+
+def blocks(total: int, size: int) -> Iterator[int]:
+    """Block sizes of at most `size` that add up to `total`."""
+    while total > 0:
+        yield min(size, total)
+        total -= size
 
 
 async def cold_start(target: Target) -> float:
@@ -111,7 +165,7 @@ async def latencies(peer: Peer, target: Target, calls: int) -> list[int]:
 
 
 async def concurrent_echo(peer: Peer, target: Target, calls: int, concurrency: int) -> float:
-    """Calls per second for `calls` echo calls kept `concurrency` deep."""
+    """Seconds for `calls` echo calls kept `concurrency` deep."""
     params = target.call_params("echo", {"text": ECHO_TEXT})
     remaining = calls
 
@@ -125,7 +179,7 @@ async def concurrent_echo(peer: Peer, target: Target, calls: int, concurrency: i
     async with trio.open_nursery() as nursery:
         for _ in range(concurrency):
             nursery.start_soon(worker)
-    return calls / (time.perf_counter() - started)
+    return time.perf_counter() - started
 
 
 async def concurrent_slow(peer: Peer, target: Target, seconds: float, count: int) -> float:

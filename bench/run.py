@@ -3,8 +3,9 @@
     python bench/run.py [--rounds 5] [--calls 2000] [--json out.json]
     python bench/run.py --quick          # smoke run, well under 20 s
 
-Rounds are interleaved (direct, relay, tfunnel/curated, tfunnel/run_tool, direct, ...) so drift
-in the machine hits every target alike. Each metric is reported as the median over rounds with
+Within a round every step is interleaved across the targets (direct, relay, tfunnel/curated,
+tfunnel/run_tool, direct, ...; latency and throughput in small blocks), so drift in the machine
+hits every target alike; see measure.py. Each metric is reported as the median over rounds with
 the min-max range; every ratio is taken within a round, then summarised the same way. See
 bench/README.md for what each target and metric means.
 
@@ -27,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import trio
-from measure import Sample, Settings, measure
+from measure import Sample, Settings, measure_round
 from peer import descendants, kill_tree
 from targets import Target, make_targets, prepare_home
 
@@ -139,12 +140,12 @@ def checks(settings: Settings) -> list[Check]:
 async def run_rounds(targets: Sequence[Target], settings: Settings, rounds: int) -> list[Round]:
     results: list[Round] = []
     for number in range(1, rounds + 1):
-        current: Round = {}
-        for target in targets:
-            started = time.perf_counter()
-            current[target.name] = sample = await measure(target, settings)
-            progress(f"round {number}/{rounds} {target.name:<17} p50 {sample.p50_us:7.0f} µs  "
-                     f"{sample.throughput:7.0f} calls/s  ({time.perf_counter() - started:.1f} s)")
+        started = time.perf_counter()
+        current = await measure_round(targets, settings)
+        progress(f"round {number}/{rounds} ({time.perf_counter() - started:.1f} s)")
+        for name, sample in current.items():
+            progress(f"  {name:<17} cold {sample.cold_start_s * 1000:4.0f} ms  p50 {sample.p50_us:5.0f} µs  "
+                     f"p99 {sample.p99_us:6.0f} µs  {sample.throughput:5.0f} calls/s")
         results.append(current)
     return results
 

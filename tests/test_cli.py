@@ -111,3 +111,10 @@ def test_usage_errors_exit_2(home: Path) -> None:
     """An unknown command or option is a usage error (exit 2)."""
     assert tfunnel(home, "frobnicate").returncode == 2
     assert tfunnel(home, "tool", "explode", "hash").returncode == 2
+
+
+def test_mcp_list_probe_shows_live_upstream_state(home: Path) -> None:
+    """`tfunnel mcp list --probe` connects the seeded demo upstream and reports it ready."""
+    done = tfunnel(home, "mcp", "list", "--probe")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("demo  ready  tools=5  protocol=2025-11-25  restarts=0")

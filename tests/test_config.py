@@ -300,6 +300,8 @@ def test_resolve_home(
 
 SEEDED = {"toolfunnel.json", "tools/tools.register.json", "tools/scripts/a.py", "hooks/hooks.manifest.json",
           "mcp/expose.json"}
+# Not in conf/ but in the package: the demo upstream the seeded expose.json attaches.
+FROM_PACKAGE = {"mcp/servers/mock_upstream.py"}
 NOT_SEEDED = {"tools/tools.state.json", "hooks/hooks.state.json", "tools/scripts/__pycache__/a.pyc",
               "systemd/tfunnel.service", "clients/claude.json"}
 
@@ -323,7 +325,7 @@ def test_seed_home_seeds(tmp_path: Path, seed: Path, precreate: bool) -> None:
     if precreate:
         home.mkdir()
     assert seed_home(home, seed) is True
-    assert files_under(home) == SEEDED
+    assert files_under(home) == SEEDED | FROM_PACKAGE
     assert (home / "tools/scripts/a.py").read_text() == "seed tools/scripts/a.py"
 
 

@@ -72,7 +72,8 @@ async def test_every_meta_tool_works(home: Path) -> None:
     async with sdk_client(home) as client:
         listed = await client.call_tool("toolfunnel_list_tools", {})
         ids = [brief["id"] for brief in payload(listed)]
-        assert ids == ["echo", "base64", "hash", "uuid", "json", "text-stats", "danger"]
+        assert ids == ["echo", "base64", "hash", "uuid", "json", "text-stats", "danger",  # local first
+                       "demo_ping", "demo_add", "demo_echo", "demo_slow", "demo_progress"]
         assert listed.structured_content == {"tools": payload(listed)}
         crypto = payload(await client.call_tool("toolfunnel_list_tools", {"category": "crypto"}))
         assert [b["id"] for b in crypto] == ["hash"]

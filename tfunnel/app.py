@@ -115,8 +115,8 @@ async def running(gateway: Gateway) -> AsyncIterator[trio.Nursery]:
 async def _start_upstreams(gateway: Gateway) -> None:
     async with trio.open_nursery() as nursery:
         await nursery.start(gateway.supervisor.run, gateway.live.expose)
-        gateway.live.started.set()
         gateway.live.upstreams_changed()
+        gateway.live.started.set()
 
 
 async def run_stdio(gateway: Gateway) -> int:

@@ -28,6 +28,7 @@ from tfunnel.manage.log_cmd import log_command
 from tfunnel.manage.mcp_cmd import add_mcp_arguments, mcp_command, split_argv
 from tfunnel.surface.catalog import Catalog
 from tfunnel.surface.service import CallContext
+from tfunnel.upstream.supervisor import UpstreamStatistics
 
 log = structlog.get_logger("tfunnel.cli")
 
@@ -107,6 +108,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return hook_command(home.path, args.action, args.id)
         if command == "log":
             return log_command(home.path, args.action, lines=args.lines)
+        if command == "mcp" and args.probe:
+            return _probe(home)
         if command == "mcp":
             return mcp_command(home.path, args.action, args.id, upstream_command, env=args.env,
                                cwd=args.cwd, description=args.description, disabled=args.disabled)
@@ -173,6 +176,25 @@ def _call(home: ResolvedHome, name: str, raw_args: str) -> int:
         for block in result.content:
             print(block.get("text", json.dumps(block)))
     return 1 if result.is_error else 0
+
+
+def _probe(home: ResolvedHome) -> int:
+    """`tfunnel mcp list --probe`: connect every enabled upstream once and show its live state."""
+    gateway = build(home.path)
+
+    async def probe() -> list[UpstreamStatistics]:
+        async with running(gateway):
+            await gateway.live.started.wait()
+            return gateway.supervisor.statistics()
+
+    rows = trio.run(probe)
+    for row in rows:
+        detail = row.stopped_reason or row.last_error or ""
+        print(f"{row.id}  {row.state}  tools={row.tools}  protocol={row.protocol_version or '-'}  "
+              f"restarts={row.restarts}" + (f"  {detail}" if row.state != "ready" and detail else ""))
+    if not rows:
+        print(f"no upstreams in {home.path / 'mcp' / 'expose.json'}")
+    return 0 if all(r.state in ("ready", "disabled") for r in rows) else 1
 
 
 def _tools(home: ResolvedHome) -> int:

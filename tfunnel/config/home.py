@@ -14,6 +14,8 @@ import tfunnel
 _NOT_HOME_CONTENT = frozenset({"systemd", "clients"})
 # State files record what an operator did; a fresh home starts without them.
 _STATE_FILES = frozenset({"tools.state.json", "hooks.state.json", "tool-approvals.json"})
+# Package files a fresh home also gets: the demo upstream the seeded expose.json attaches.
+_PACKAGE_FILES = {"mcp/servers/mock_upstream.py": ("testing", "mock_upstream.py")}
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,12 @@ def seed_home(home: Path, seed: Path) -> bool:
         elif not dest.exists():
             dest.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, dest)
+    package = Path(tfunnel.__file__).resolve().parent
+    for name, parts in _PACKAGE_FILES.items():
+        target = home / name
+        if not target.exists():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(package.joinpath(*parts), target)
     return True
 
 

@@ -121,7 +121,10 @@ def add_mcp_arguments(
         sub = actions.add_parser(action, help=text, description=text)
         if common is not None:
             common(sub)
-        if action != "list":
+        if action == "list":
+            sub.add_argument("--probe", action="store_true",
+                             help="start every enabled upstream, show its live state, stop them")
+        else:
             sub.add_argument("id", help="the upstream's id")
         if action == "add":
             sub.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
@@ -129,7 +132,7 @@ def add_mcp_arguments(
             sub.add_argument("--cwd", help="its working directory (default: the home; relative to the home)")
             sub.add_argument("--description", default="", help="a note for people")
             sub.add_argument("--disabled", action="store_true", help="add it disabled")
-    parser.set_defaults(id=None, env=[], cwd=None, description="", disabled=False)
+    parser.set_defaults(id=None, env=[], cwd=None, description="", disabled=False, probe=False)
 
 
 def split_argv(argv: Sequence[str]) -> tuple[list[str], list[str]]:
