@@ -1,15 +1,18 @@
 """Profile where a gateway (tfunnel, or the bare relay for comparison) spends its time.
 
     python bench/profile_gateway.py [--target tfunnel/curated] [--profiler cprofile|pyinstrument]
-                                    [--calls 3000] [--concurrency 1] [--startup] [--out PATH]
+                                    [--calls 3000] [--concurrency 1] [--startup] [--out PATH] [--top N]
 
 Runs the target's gateway under the profiler (`python -m cProfile -o OUT ...` or
 `python -m pyinstrument -r text -o OUT ...`) on the same throwaway home as bench/run.py, drives
 it with the same minimal client (initialize, wait for the upstream, warm-up, then the calls),
-closes stdin so the gateway exits cleanly and writes the profile, and prints it: for cProfile
-the top functions by own and by cumulative time, for pyinstrument its call tree. cProfile
-inflates code that makes many small calls; pyinstrument (sampling; `pip install pyinstrument`,
-not a project dependency) distorts less. Read either for where time goes, not for latency.
+closes stdin so the gateway exits cleanly and writes the profile, and prints it. For cProfile:
+own time per area (each tfunnel module, the trio runtime, json, jsonschema, pipe syscalls, idle
+wait), then the top N functions by own and by cumulative time. For pyinstrument (`pip install
+pyinstrument`; not a project dependency): its flat list by own time.
+
+cProfile inflates code that makes many small Python calls (trio's scheduler most of all), so
+read the areas as shares of where time goes, not as microseconds of real latency.
 With `--startup` it profiles start-up only: spawn until the upstream tool is listed.
 """
 
@@ -98,8 +101,9 @@ def main() -> int:
     p.add_argument("--calls", type=int, default=3000)
     p.add_argument("--concurrency", type=int, default=1)
     p.add_argument("--startup", action="store_true", help="profile spawn -> upstream tool listed")
-    p.add_argument("--out", type=Path, default=Path("gateway.prof"))
-    p.add_argument("--top", type=int, default=30)
+    p.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()) / "tfunnel-gateway.prof",
+                   help="where the profile goes (default: the temp dir)")
+    p.add_argument("--top", type=int, default=30, help="functions to list (0: only the areas)")
     args = p.parse_args()
     with tempfile.TemporaryDirectory(prefix="tfunnel-profile-") as tmp:
         home = Path(tmp) / "home"
@@ -127,8 +131,9 @@ def main() -> int:
     for name, seconds in areas.most_common(len(areas) - len(small)):
         print(f"  {seconds:8.3f} s  {seconds / calls * 1e6:9.1f} µs/call  {name}")
     print(f"  {sum(small):8.3f} s  {sum(small) / calls * 1e6:9.1f} µs/call  ({len(small)} smaller areas)\n")
-    stats.strip_dirs().sort_stats("tottime").print_stats(args.top)
-    stats.sort_stats("cumulative").print_stats(args.top)
+    if args.top > 0:
+        stats.strip_dirs().sort_stats("tottime").print_stats(args.top)
+        stats.sort_stats("cumulative").print_stats(args.top)
     return 0
 
 

@@ -9,7 +9,8 @@ hits every target alike; see measure.py. Each metric is reported as the median o
 the min-max range; every ratio is taken within a round, then summarised the same way. See
 bench/README.md for what each target and metric means.
 
-Exit status: 0 when the run completed (whether or not the targets were met), 1 on a failure.
+Exit status: 0 when the run completed (whether or not the targets were met), 1 on a failure,
+130 on Ctrl-C. However it ends, every process it started has been killed and reaped.
 """
 
 from __future__ import annotations
@@ -256,10 +257,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         home = Path(tmp) / "home"
         prepare_home(home)
         targets = make_targets(home)
+        interrupted = False
         try:
             results = trio.run(run_rounds, targets, settings, rounds)
+        except* KeyboardInterrupt:
+            interrupted = True  # every peer was already stopped on the way out
         finally:
             reap_strays()
+    if interrupted:
+        progress("interrupted")
+        return 130
     text, verdicts = report(results, settings, rounds)
     print(text)
     if args.json:

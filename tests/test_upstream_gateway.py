@@ -224,3 +224,27 @@ async def test_failing_upstreams_end_stopped_and_never_block_others(
         assert (await call(wire, 1, "fine_echo", {"text": "up"}))["result"]["content"][0]["text"] == "up"
         gone = (await call(wire, 2, f"{upstream['id']}_echo", {"text": "x"}))["result"]
         assert gone["isError"] is True
+
+
+async def test_payload_timeout_is_rearmed_by_progress_and_cancels_upstream(home: Path) -> None:
+    """Progress keeps a long call alive past timeoutMs; a silent one times out and is cancelled upstream."""
+    cancel_log = home / "cancels"
+    set_upstreams(home, mock_upstream("mock", "--cancel-log", str(cancel_log), timeoutMs=1000))
+    async with gateway(home) as wire:
+        await wire.initialize()
+        steady = (await call(wire, 1, "mock_progress", {"steps": 6, "delay": 0.4}))["result"]
+        assert steady["content"][0]["text"] == "progress done (token seen)"  # 2.4 s, beats a 1 s window
+        silent = (await call(wire, 2, "mock_slow", {"seconds": 5}))["result"]
+        assert silent["isError"] is True
+        assert silent["content"][0]["text"] == "upstream 'mock' did not answer tools/call within 1 s"
+        assert isinstance(json.loads(await wait_for_file(cancel_log)), int)
+
+
+async def test_modern_only_upstream_is_refused_with_a_reason(home: Path) -> None:
+    """modernOnly cannot be honoured yet: the upstream ends stopped, naming why."""
+    set_upstreams(home, mock_upstream("modern", modernOnly=True, restart={"permanentFailureS": 0.2,
+                                                                          "initialBackoffS": 0.05}))
+    async with gateway(home) as wire:
+        await wire.initialize()
+        await wait_for_log(wire, "upstream stopped", timeout=20)
+        assert "modernOnly" in wire.stderr.decode()

@@ -19,6 +19,7 @@ from tfunnel.app import build, run_stdio, running
 from tfunnel.audit import AuditLog
 from tfunnel.check import check_home
 from tfunnel.config.atomic import sweep_temp_files, write_json_atomic
+from tfunnel.config.expose import load_expose
 from tfunnel.config.home import ResolvedHome, resolve_home, seed_dir, seed_home
 from tfunnel.config.load import STATE_FILE, load_register, load_state
 from tfunnel.config.validate import read_json
@@ -84,6 +85,15 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except BrokenPipeError:
+        # `tfunnel call ... | head`: the reader left; that is not an error of ours.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+
+
+def _main(argv: Sequence[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     # `tfunnel mcp add ID -- CMD ARGS...`: the upstream's own command line is not ours to parse.
     head, upstream_command = split_argv(argv)
@@ -216,7 +226,12 @@ def _yn(flag: bool) -> str:
 def _tool(home: ResolvedHome, action: str, name: str) -> int:
     catalog = Catalog(load_register(home.path), load_state(home.path)[0])
     known = {r.name for r in catalog.rows()}
-    if name not in known:
+    # Upstream tools are named by the gateway once it has listed them; offline we accept any name
+    # an upstream of this home can surface: an expose `as`, or `<upstream id>_<tool>`.
+    expose = load_expose(home.path)
+    known |= {e.as_name for e in expose.expose}
+    upstream_prefix = any(name.startswith(f"{u.id}_") for u in expose.upstreams)
+    if name not in known and not upstream_prefix:
         print(f"tfunnel tool: no tool with surfaced name {name!r} (known: {', '.join(sorted(known))})",
               file=sys.stderr)
         return 1

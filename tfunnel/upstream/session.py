@@ -46,6 +46,7 @@ class _Pending:
     deadline: float
     hard_deadline: float
     window: float
+    rearms: bool = False
     on_progress: Progress | None = None
     done: trio.Event = field(default_factory=trio.Event)
     response: Response | None = None
@@ -88,10 +89,11 @@ class UpstreamSession:
             raise self._closed
         now = trio.current_time()
         hard = now + timeout_s * (ABSOLUTE_MAX_WINDOWS if payload else 1)
-        pending = _Pending(method, now + timeout_s, hard, timeout_s, on_progress if payload else None)
+        pending = _Pending(method, now + timeout_s, hard, timeout_s, payload, on_progress)
         request_id = self._core.new_id()
-        if pending.on_progress is not None:
-            # Our own token: the client's token may collide with another client's.
+        if payload:
+            # Always ask for progress on payload calls: it re-arms the window even when no client
+            # listens. Our own token, as the client's may collide with another client's.
             params = {**params, "_meta": {**(params.get("_meta") or {}), "progressToken": _token(request_id)}}
             self._by_token[_token(request_id)] = request_id
         self._pending[request_id] = pending
@@ -188,10 +190,11 @@ class UpstreamSession:
         token = params.get("progressToken")
         request_id = self._by_token.get(token) if isinstance(token, str) else None
         pending = self._pending.get(request_id) if request_id is not None else None
-        if pending is None or pending.on_progress is None:
+        if pending is None or not pending.rearms:
             return
         pending.deadline = min(trio.current_time() + pending.window, pending.hard_deadline)
-        pending.on_progress(params)
+        if pending.on_progress is not None:
+            pending.on_progress(params)
 
 
 def _token(request_id: jsonrpc.RequestId) -> str:

@@ -144,6 +144,10 @@ class Upstream:
         if spec.transport != "stdio":
             raise child.SpawnFailed(f"upstream {spec.id!r}: transport {spec.transport!r} is not available "
                                     "in this version (stdio only)", permanent=True)
+        if spec.modern_only:
+            raise child.SpawnFailed(f"upstream {spec.id!r} is modernOnly, but the modern protocol era "
+                                    "(2026-07-28) is not available for upstreams in this version",
+                                    permanent=True)
         problems = isolation_problems(spec, self._home)
         if problems:
             raise child.SpawnFailed(f"upstream {spec.id!r} refused by the isolation guard: "
