@@ -43,9 +43,10 @@ class HookEngine:
     async def pre_tool_use(self, call: ToolCall) -> PreDecision:
         combined = await self._fire_for_tool("PreToolUse", call, {})
         decision = await self._decide(call, combined)
-        self._audit.record("gate", tool=call.surfaced, decision="allow" if decision.allow else "deny",
-                           reason=decision.reason or None, hook=decision.hook, session=call.session_id,
-                           args=self._audit.redact(dict(call.args)))
+        if self._audit.enabled:
+            self._audit.record("gate", tool=call.surfaced, decision="allow" if decision.allow else "deny",
+                               reason=decision.reason or None, hook=decision.hook, session=call.session_id,
+                               args=self._audit.redact(dict(call.args)))
         return decision
 
     async def post_tool_use(self, call: ToolCall, result: ToolResult) -> None:
@@ -62,8 +63,11 @@ class HookEngine:
                          self._payload("Stop", session_id, stop_hook_active=False))
 
     async def _fire_for_tool(self, event: HookEvent, call: ToolCall, extra: Mapping[str, Any]) -> Combined:
+        active = self._manifest().active(event)
+        if not active:  # the common case: no hooks, no work
+            return Combined(decision="allow")
         names = call.names()
-        hooks = [h for h in self._manifest().active(event) if h.matches(names)]
+        hooks = [h for h in active if h.matches(names)]
         payload = self._payload(event, call.session_id, tool_name=call.surfaced,
                                 tool_input=dict(call.args), tool_use_id=call.call_id, **extra)
         return await self._fire(event, hooks, payload)

@@ -181,6 +181,8 @@ class Surface:
     async def _timed(self, name: str, mode: str, ctx: CallContext, args: Mapping[str, Any],
                      work: Awaitable[ToolResult]) -> ToolResult:
         """Run `work` and write its audit record."""
+        if not self._audit.enabled:
+            return await work
         started = time.monotonic()
         result: ToolResult | None = None
         try:

@@ -16,6 +16,23 @@ from tfunnel.errors import ToolFailure
 log = structlog.get_logger("tfunnel.surface")
 
 
+# Schemas are immutable values held by the current catalog; a validator is built once per schema
+# object (keyed by identity while it is alive) instead of once per call.
+_by_identity: dict[int, tuple[Mapping[str, Any], jsonschema.protocols.Validator]] = {}
+_IDENTITY_CACHE = 1024
+
+
+def _validator_for(schema: Mapping[str, Any]) -> jsonschema.protocols.Validator:
+    hit = _by_identity.get(id(schema))
+    if hit is not None and hit[0] is schema:
+        return hit[1]
+    validator = _validator(json.dumps(schema, sort_keys=True, default=str))
+    if len(_by_identity) >= _IDENTITY_CACHE:
+        _by_identity.clear()
+    _by_identity[id(schema)] = (schema, validator)  # holding the schema keeps its id unique
+    return validator
+
+
 @lru_cache(maxsize=512)
 def _validator(schema_json: str) -> jsonschema.protocols.Validator:
     schema = json.loads(schema_json)
@@ -32,7 +49,7 @@ def validate_args(tool: str, schema: Mapping[str, Any] | None, args: Mapping[str
     if not schema:
         return
     try:
-        validator = _validator(json.dumps(schema, sort_keys=True, default=str))
+        validator = _validator_for(schema)
         error = best_match(validator.iter_errors(dict(args)))
     except (jsonschema.SchemaError, jsonschema.exceptions.UnknownType, TypeError, ValueError,
             LookupError, RecursionError):
