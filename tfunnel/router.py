@@ -74,13 +74,15 @@ class Router:
         if method == "tools/list":
             if params.get("cursor") is not None:
                 raise ProtocolError(INVALID_PARAMS, "Invalid params: unknown cursor")
-            await self._started.wait()
+            if not self._started.is_set():  # Event.wait() yields even when set: a needless pass
+                await self._started.wait()
             return {"tools": self._surface.list_tools()}
         if method == "tools/call":
             name = params.get("name")
             if not isinstance(name, str) or not name:
                 raise ProtocolError(INVALID_PARAMS, 'Invalid params: "name" must be a non-empty string')
-            await self._started.wait()
+            if not self._started.is_set():
+                await self._started.wait()
             outcome = await self._surface.call(name, params.get("arguments") or {},
                                                self._call_context(session, request, peer))
             return outcome.to_wire()

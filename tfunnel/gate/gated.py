@@ -86,7 +86,8 @@ async def gated_run(gate: Gate, call: ToolCall, execute: Execute, *, post: bool 
                                           {"type": "text", "text": decision.additional_context}))
     if post:
         try:
-            await gate.post_tool_use(replace(call, args=args), result)  # what actually ran
+            ran = call if args is call.args else replace(call, args=args)  # what actually ran
+            await gate.post_tool_use(ran, result)
         except Exception as exc:  # PostToolUse is advisory: its failure never changes the result
             log.warning("PostToolUse failed", tool=call.surfaced, error=repr(exc))
     return result

@@ -2,12 +2,13 @@
 
 Each request runs in the request nursery under its own cancel scope, registered by id, so a
 slow call never blocks the pipe and `notifications/cancelled` cancels exactly that call (no
-response is sent for it). One writer task owns the output stream: a cancelled request can never
-leave half a line behind.
+response is sent for it). Replies are written by the request's own task through a `LineWriter`
+(never half a line); fire-and-forget messages (progress) go through a small spill queue.
 """
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 from typing import Any
 
@@ -15,6 +16,7 @@ import structlog
 import trio
 
 from tfunnel.errors import ProtocolError
+from tfunnel.linewriter import LineWriter
 from tfunnel.live import Changes
 from tfunnel.protocol import jsonrpc
 from tfunnel.protocol.framing import LineReader, Oversize
@@ -25,7 +27,7 @@ from tfunnel.router import Router
 log = structlog.get_logger("tfunnel.stdio")
 
 _READ_CHUNK = 65536
-# Outbound messages waiting for the writer; a slow client pushes back on request tasks.
+# Fire-and-forget messages (progress) waiting to be written; beyond this they are dropped.
 _OUTBOX = 64
 
 
@@ -39,14 +41,21 @@ class StdioServer:
         self.session = ClientSession(id=secrets.token_hex(8))
         self._inflight: dict[jsonrpc.RequestId, trio.CancelScope] = {}
         self._out: trio.MemorySendChannel[dict[str, Any]] | None = None
+        self._writer: LineWriter | None = None
         self._pending: dict[jsonrpc.RequestId, _Pending] = {}
         self._next_request = 0
 
-    async def serve(self, receive: trio.abc.ReceiveStream, send: trio.abc.SendStream) -> None:
+    async def serve(self, receive: trio.abc.ReceiveStream, send: trio.lowlevel.FdStream) -> None:
         """Serve until `receive` ends, then finish in-flight requests within the grace period."""
         out, outbox = trio.open_memory_channel[dict[str, Any]](_OUTBOX)
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(self._writer, outbox, send, nursery.cancel_scope)
+
+            def client_gone() -> None:
+                log.info("stdout closed by the client; stopping")
+                nursery.cancel_scope.cancel()
+
+            self._writer = LineWriter(send, client_gone)
+            nursery.start_soon(self._spill, outbox)
             async with out:
                 self._out = out
                 notifier: trio.CancelScope = await nursery.start(self._notifier)
@@ -115,7 +124,8 @@ class StdioServer:
                 reply = await self._answer(request)
             finally:
                 del self._inflight[request.id]
-            # Still inside the scope: a call cancelled before this point sends nothing.
+            if scope.cancel_called:  # a cancelled call sends nothing, even if its answer is ready
+                return
             await self._send(reply)
 
     async def _answer(self, request: Request) -> dict[str, Any]:
@@ -165,8 +175,10 @@ class StdioServer:
             log.debug("outbound message dropped", method=message.get("method"))
 
     async def _send(self, message: dict[str, Any]) -> None:
-        assert self._out is not None
-        await self._out.send(message)
+        assert self._writer is not None
+        # A client that is gone has already stopped the server (the writer's on_broken).
+        with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+            await self._writer.write(jsonrpc.encode(message))
 
     async def _notifier(self, *, task_status: trio.TaskStatus[trio.CancelScope]) -> None:
         """Tell an initialized client whenever the tool surface changed (coalesced)."""
@@ -178,17 +190,11 @@ class StdioServer:
                 if self.session.initialized:
                     await self._send(jsonrpc.notification_message("notifications/tools/list_changed"))
 
-    @staticmethod
-    async def _writer(outbox: trio.MemoryReceiveChannel[dict[str, Any]], send: trio.abc.SendStream,
-                      server_scope: trio.CancelScope) -> None:
+    async def _spill(self, outbox: trio.MemoryReceiveChannel[dict[str, Any]]) -> None:
+        """Write the messages queued by `_send_nowait`."""
         async with outbox:
             async for message in outbox:
-                try:
-                    await send.send_all(jsonrpc.encode(message))
-                except (trio.BrokenResourceError, trio.ClosedResourceError):
-                    log.info("stdout closed by the client; stopping")
-                    server_scope.cancel()
-                    return
+                await self._send(message)
 
 
 class _Pending:

@@ -50,7 +50,10 @@ def validate_args(tool: str, schema: Mapping[str, Any] | None, args: Mapping[str
         return
     try:
         validator = _validator_for(schema)
-        error = best_match(validator.iter_errors(dict(args)))
+        instance = dict(args)
+        if validator.is_valid(instance):  # the common case, far cheaper than collecting errors
+            return
+        error = best_match(validator.iter_errors(instance))
     except (jsonschema.SchemaError, jsonschema.exceptions.UnknownType, TypeError, ValueError,
             LookupError, RecursionError):
         if trusted:

@@ -1,7 +1,8 @@
 """One live MCP client session with an upstream over a byte-stream pair (the child's pipes).
 
-A writer task owns the upstream's stdin (a cancelled caller never leaves half a line); a reader
-task feeds `ClientCore` and resolves pending requests out of order. Requests time out by kind:
+Callers write their own request lines through a `LineWriter` (a cancelled caller never leaves
+half a line); a reader task feeds `ClientCore` and resolves pending requests out of order.
+Requests time out by kind:
 control calls after `request_timeout`, payload calls after `timeout` re-armed by each matching
 progress notification, never past an absolute maximum. A timed-out or cancelled request is
 cancelled upstream with `notifications/cancelled` carrying the upstream's own request id.
@@ -9,6 +10,7 @@ cancelled upstream with `notifications/cancelled` carrying the upstream's own re
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,6 +19,7 @@ import structlog
 import trio
 
 from tfunnel.errors import UpstreamError, UpstreamTimeout
+from tfunnel.linewriter import LineWriter
 from tfunnel.protocol import jsonrpc
 from tfunnel.protocol.jsonrpc import Notification, Request, Response
 from tfunnel.upstream.client import (
@@ -32,8 +35,8 @@ from tfunnel.upstream.client import (
 log = structlog.get_logger("tfunnel.upstream")
 
 _READ_CHUNK = 65536
-# Lines waiting for the writer; a slow child pushes back on the callers, not on memory.
-_OUTBOX = 64
+# How long forwarding a cancel may hold up the cancelled caller.
+CANCEL_WRITE_S = 1.0
 # A payload call re-armed by progress still ends after this many payload windows.
 ABSOLUTE_MAX_WINDOWS = 10
 
@@ -63,16 +66,30 @@ class UpstreamSession:
         self._on_notification = on_notification
         self._pending: dict[jsonrpc.RequestId, _Pending] = {}
         self._by_token: dict[str, jsonrpc.RequestId] = {}
-        self._outbox, self._outbox_receive = trio.open_memory_channel[bytes](_OUTBOX)
+        self._writer = LineWriter(send) if isinstance(send, trio.lowlevel.FdStream) else None
+        self._send_stream = send
         self._closed: UpstreamError | None = None
 
     async def run(self) -> None:
-        """Read until the upstream closes its output; the writer stops with it. In-flight requests
-        stay pending until the owner calls `fail_all` with the reason (e.g. the exit status)."""
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(self._writer)
-            await self._reader()
-            nursery.cancel_scope.cancel()
+        """Read until the upstream closes its output. In-flight requests stay pending until the
+        owner calls `fail_all` with the reason (e.g. the exit status)."""
+        await self._reader()
+
+    async def close_input(self) -> None:
+        """Close the upstream's stdin (the first step of the stdio shutdown)."""
+        if self._writer is not None:
+            await self._writer.aclose()
+        else:
+            await self._send_stream.aclose()
+
+    async def _write(self, line: bytes) -> None:
+        try:
+            if self._writer is not None:
+                await self._writer.write(line)
+            else:
+                await self._send_stream.send_all(line)
+        except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+            raise UpstreamError(f"upstream {self.upstream_id!r} is not reading its input") from exc
 
     def fail_all(self, error: UpstreamError) -> None:
         """Fail every in-flight request at once (the child is gone); later requests fail too."""
@@ -98,13 +115,13 @@ class UpstreamSession:
             self._by_token[_token(request_id)] = request_id
         self._pending[request_id] = pending
         try:
-            await self._outbox.send(encode_request(request_id, method, params))
+            await self._write(encode_request(request_id, method, params))
             await self._wait(pending)
         except trio.Cancelled:
-            self._cancel_upstream(request_id, "the call was cancelled")
+            await self._cancel_upstream(request_id, "the call was cancelled")
             raise
         except UpstreamTimeout:
-            self._cancel_upstream(request_id, "timed out")
+            await self._cancel_upstream(request_id, "timed out")
             raise
         finally:
             del self._pending[request_id]
@@ -119,7 +136,7 @@ class UpstreamSession:
         return response.result or {}
 
     async def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
-        await self._outbox.send(encode_notification(method, params))
+        await self._write(encode_notification(method, params))
 
     async def _wait(self, pending: _Pending) -> None:
         while not pending.done.is_set():
@@ -131,19 +148,14 @@ class UpstreamSession:
                     f"upstream {self.upstream_id!r} did not answer {pending.method} within "
                     f"{pending.window:g} s")
 
-    def _cancel_upstream(self, request_id: int, reason: str) -> None:
-        try:
-            self._outbox.send_nowait(encode_notification(
-                "notifications/cancelled", {"requestId": request_id, "reason": reason}))
-        except (trio.WouldBlock, trio.ClosedResourceError, trio.BrokenResourceError):
-            log.debug("could not forward a cancel", upstream=self.upstream_id, id=request_id)
-
-    async def _writer(self) -> None:
-        async for line in self._outbox_receive:
+    async def _cancel_upstream(self, request_id: int, reason: str) -> None:
+        """Tell the upstream to stop (shielded: the caller itself is being cancelled)."""
+        note = encode_notification("notifications/cancelled", {"requestId": request_id, "reason": reason})
+        with trio.CancelScope(shield=True), trio.move_on_after(CANCEL_WRITE_S):
             try:
-                await self._send_stream.send_all(line)
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                return  # the child is gone; the reader sees EOF and the supervisor reaps it
+                await self._write(note)
+            except UpstreamError:
+                log.debug("could not forward a cancel", upstream=self.upstream_id, id=request_id)
 
     async def _reader(self) -> None:
         while True:
@@ -169,11 +181,10 @@ class UpstreamSession:
                 self._on_notification(event)
         elif isinstance(event, Request):
             # Server→client requests: ping is answered; the rest are not offered by this client.
-            if event.method == "ping":
-                await self._outbox.send(encode_response(event.id, {}))
-            else:
-                await self._outbox.send(encode_error(event.id, jsonrpc.METHOD_NOT_FOUND,
-                                                     f"Method not found: {event.method}"))
+            answer = (encode_response(event.id, {}) if event.method == "ping" else
+                      encode_error(event.id, jsonrpc.METHOD_NOT_FOUND, f"Method not found: {event.method}"))
+            with contextlib.suppress(UpstreamError):  # the child is going away; the supervisor sees it
+                await self._write(answer)
         elif isinstance(event, OversizeResponse):
             log.warning("upstream line over the cap dropped", upstream=self.upstream_id,
                         size_at_least=event.size_at_least, request=event.request_id)

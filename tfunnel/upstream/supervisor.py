@@ -23,6 +23,7 @@ import trio
 from tfunnel.config.expose import ExposeConfig, UpstreamSpec
 from tfunnel.config.model import Limits
 from tfunnel.errors import UpstreamCrashed, UpstreamError, UpstreamUnavailable
+from tfunnel.flow import acquire_eager
 from tfunnel.protocol.eras import LEGACY_VERSIONS
 from tfunnel.protocol.jsonrpc import Notification
 from tfunnel.upstream import child
@@ -157,13 +158,15 @@ class Upstream:
         self.pid = proc.pid
         tail = child.StderrTail()
         failure: UpstreamError | None = None
+        assert proc.stdin is not None and proc.stdout is not None
+        incarnation: list[trio.Nursery] = []  # the incarnation's nursery, once it exists
+        session = UpstreamSession(
+            spec.id, proc.stdin, proc.stdout, max_line_bytes=self._limits.max_message_bytes,
+            on_notification=lambda note: self._notification(note, incarnation))
         try:
             async with trio.open_nursery() as nursery:
+                incarnation.append(nursery)
                 nursery.start_soon(child.drain_stderr, proc, tail)
-                assert proc.stdin is not None and proc.stdout is not None
-                session = UpstreamSession(
-                    spec.id, proc.stdin, proc.stdout, max_line_bytes=self._limits.max_message_bytes,
-                    on_notification=lambda note: self._notification(note, nursery))
                 exited = trio.Event()
                 nursery.start_soon(self._watch, proc, session, exited)
                 try:
@@ -187,6 +190,7 @@ class Upstream:
             self.session = None
             self.tools = ()
             with trio.CancelScope(shield=True):
+                await session.close_input()  # through the session's writer, which owns stdin
                 await child.stop(proc)
             self.pid = None
             if tail.total:
@@ -235,9 +239,9 @@ class Upstream:
                 break
         return tuple(tools)
 
-    def _notification(self, note: Notification, nursery: trio.Nursery) -> None:
-        if note.method == "notifications/tools/list_changed":
-            nursery.start_soon(self._relist)
+    def _notification(self, note: Notification, nursery: list[trio.Nursery]) -> None:
+        if note.method == "notifications/tools/list_changed" and nursery:
+            nursery[0].start_soon(self._relist)
 
     async def _relist(self) -> None:
         session = self.session
@@ -262,9 +266,12 @@ class Upstream:
         params: dict[str, Any] = {"name": tool, "arguments": dict(arguments)}
         if meta:
             params["_meta"] = dict(meta)
-        async with self._limiter:
+        await acquire_eager(self._limiter)
+        try:
             return await session.request("tools/call", params, timeout_s=self.spec.timeout_ms / 1000,
                                          payload=True, on_progress=on_progress)
+        finally:
+            self._limiter.release()
 
 
 class Supervisor:

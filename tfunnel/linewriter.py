@@ -1,0 +1,85 @@
+"""Write whole NDJSON lines to a pipe from many tasks, without a writer task in between.
+
+A line is written straight from the calling task: in the common case one `os.write` takes it
+whole and the call costs no trip through the scheduler. A cancelled caller never tears a line:
+cancellation is honoured only before the first byte; once part of a line is out, the rest is
+written shielded, bounded by `STALL_S`. A peer that stops reading for that long, or has gone
+away, makes the writer broken (`on_broken` runs once) and later writes raise
+`trio.BrokenResourceError`.
+
+The writer owns the stream from then on: close it with `aclose()` (never the stream directly),
+so a raw fd number is never written after it was released.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from collections.abc import Callable
+
+import trio
+
+from tfunnel.flow import acquire_eager
+
+# How long a peer may leave a half-written line unread before we give up on it.
+STALL_S = 10.0
+
+
+class LineWriter:
+    def __init__(self, stream: trio.lowlevel.FdStream, on_broken: Callable[[], None] = lambda: None) -> None:
+        self._stream = stream
+        self._fd = stream.fileno()
+        self._lock = trio.StrictFIFOLock()
+        self._on_broken = on_broken
+        self.broken = False
+        self.closed = False
+
+    async def write(self, line: bytes) -> None:
+        await trio.lowlevel.checkpoint_if_cancelled()
+        await acquire_eager(self._lock)
+        try:
+            if self.closed or self.broken:
+                raise trio.BrokenResourceError("the stream is closed")
+            view = memoryview(line)
+            sent = self._write_some(view)
+            while sent == 0:  # nothing out yet: waiting is still cancellable
+                await trio.lowlevel.wait_writable(self._fd)
+                if self.closed:
+                    raise trio.BrokenResourceError("the stream is closed")
+                sent = self._write_some(view)
+            if sent < len(view):
+                await self._finish(view, sent)
+        finally:
+            self._lock.release()
+
+    async def _finish(self, view: memoryview, sent: int) -> None:
+        with trio.CancelScope(shield=True), trio.move_on_after(STALL_S):
+            while sent < len(view):
+                await trio.lowlevel.wait_writable(self._fd)
+                if self.closed:
+                    break
+                sent += self._write_some(view[sent:])
+            else:
+                return
+        self._break()
+        raise trio.BrokenResourceError("the peer stopped reading")
+
+    def _write_some(self, view: memoryview) -> int:
+        try:
+            return os.write(self._fd, view)
+        except BlockingIOError:
+            return 0
+        except OSError as exc:
+            self._break()
+            if exc.errno == errno.EBADF:
+                raise trio.ClosedResourceError("the stream was closed") from None
+            raise trio.BrokenResourceError(str(exc)) from exc
+
+    def _break(self) -> None:
+        if not self.broken:
+            self.broken = True
+            self._on_broken()
+
+    async def aclose(self) -> None:
+        self.closed = True
+        await self._stream.aclose()
