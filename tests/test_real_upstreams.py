@@ -17,7 +17,9 @@ from typing import Any
 import pytest
 import trio
 from mcp import Client, MCPError, StdioServerParameters
-from mcp.types import CallToolResult, TextContent, Tool
+from mcp.types import CallToolResult, Tool
+
+from tests.test_sdk_stdio import payload, text
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -78,16 +80,6 @@ async def direct(command: Path, *args: str) -> AsyncIterator[Client]:
                       mode="legacy", cache=None) as client:
         yield client
 
-
-def text(result: CallToolResult) -> str:
-    block = result.content[0]
-    assert isinstance(block, TextContent)
-    return block.text
-
-
-def payload(result: CallToolResult) -> Any:
-    assert not result.is_error, result.content
-    return json.loads(text(result))
 
 
 def wire(result: CallToolResult) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from tfunnel.config.expose import ExposeConfig, RestartPolicy, UpstreamSpec
 from tfunnel.config.model import Limits
 from tfunnel.errors import UpstreamError
 from tfunnel.upstream import child
-from tfunnel.upstream.supervisor import Identity, State, Supervisor, Upstream, UpstreamStatistics
+from tfunnel.upstream.supervisor import Context, Identity, State, Supervisor, Upstream, UpstreamStatistics
 
 pytestmark = [pytest.mark.trio_clock, pytest.mark.timeout(30)]
 
@@ -79,8 +79,8 @@ class FakeChild:
 
 
 def make_upstream(tmp_path: Path, spec: UpstreamSpec | None = None) -> Upstream:
-    return Upstream(spec or UpstreamSpec(id="u", command="x"), home=tmp_path, env={}, limits=Limits(),
-                    identity=Identity("t", "0"), on_change=lambda: None, jitter=lambda: 0.5)
+    ctx = Context(tmp_path, {}, Limits(), Identity("t", "0"), lambda: None, jitter=lambda: 0.5)
+    return Upstream(spec or UpstreamSpec(id="u", command="x"), ctx)
 
 
 async def sample_states(upstream: Upstream, at: list[float], out: list[tuple[float, str]]) -> None:
@@ -231,8 +231,8 @@ async def test_supervisor_reconfigure(tmp_path: Path, monkeypatch: pytest.Monkey
     fake = FakeChild("up", lifetime=math.inf)
     fake.install(monkeypatch)
     changes: list[float] = []
-    supervisor = Supervisor(home=tmp_path, env={}, limits=Limits(), identity=Identity("t", "0"),
-                            on_change=lambda: changes.append(trio.current_time()), jitter=lambda: 0.5)
+    supervisor = Supervisor(Context(tmp_path, {}, Limits(), Identity("t", "0"),
+                                    lambda: changes.append(trio.current_time()), jitter=lambda: 0.5))
     first = ExposeConfig(upstreams=(spec("same"), spec("changed"), spec("removed"),
                                     spec("off", enabled=False), spec("turned-off")))
     second = ExposeConfig(upstreams=(spec("added"), spec("same"), spec("changed", args=("--v2",)),

@@ -25,7 +25,7 @@ from tfunnel.router import Router
 from tfunnel.serve.stdio import StdioServer
 from tfunnel.surface.service import Surface
 from tfunnel.tools.runner import LocalRunner
-from tfunnel.upstream.supervisor import Identity, Supervisor
+from tfunnel.upstream.supervisor import Context, Identity, Supervisor
 
 log = structlog.get_logger("tfunnel.app")
 
@@ -63,9 +63,9 @@ def build(home: Path, environ: Mapping[str, str] | None = None) -> Gateway:
                     "serving the legacy era", file="toolfunnel.json")
     live = Live(home, settings, register, state, hooks, expose)
     env = child_environment(home, environ)
-    supervisor = Supervisor(home=home, env=env, limits=settings.limits,
-                            identity=Identity(settings.client_name, settings.client_version),
-                            on_change=live.upstreams_changed)
+    supervisor = Supervisor(Context(home, env, settings.limits,
+                                    Identity(settings.client_name, settings.client_version),
+                                    live.upstreams_changed))
     live.ready_tools = supervisor.ready_tools
     gate = HookEngine(home, lambda: live.hooks, lambda: live.settings.gate.ask_fallback, audit, env)
     runner = LocalRunner(home, settings.limits, environ)

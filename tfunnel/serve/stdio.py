@@ -42,6 +42,7 @@ class StdioServer:
         self._inflight: dict[jsonrpc.RequestId, trio.CancelScope] = {}
         self._out: trio.MemorySendChannel[dict[str, Any]] | None = None
         self._writer: LineWriter | None = None
+        self._queued = 0  # messages in the spill queue, not yet written
         self._pending: dict[jsonrpc.RequestId, _Pending] = {}
         self._next_request = 0
 
@@ -171,10 +172,25 @@ class StdioServer:
         assert self._out is not None
         try:
             self._out.send_nowait(message)
+            self._queued += 1
         except (trio.WouldBlock, trio.ClosedResourceError, trio.BrokenResourceError):
             log.debug("outbound message dropped", method=message.get("method"))
 
     async def _send(self, message: dict[str, Any]) -> None:
+        """Write `message` now, unless queued messages are waiting: then queue it behind them, so
+        that (for example) a call's last progress notification never arrives after its result."""
+        if self._queued:
+            assert self._out is not None
+            self._queued += 1
+            try:
+                await self._out.send(message)
+            except BaseException:  # not queued after all (cancelled, or the queue closed)
+                self._queued -= 1
+                raise
+            return
+        await self._write(message)
+
+    async def _write(self, message: dict[str, Any]) -> None:
         assert self._writer is not None
         # A client that is gone has already stopped the server (the writer's on_broken).
         with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
@@ -194,7 +210,10 @@ class StdioServer:
         """Write the messages queued by `_send_nowait`."""
         async with outbox:
             async for message in outbox:
-                await self._send(message)
+                try:
+                    await self._write(message)
+                finally:
+                    self._queued -= 1
 
 
 class _Pending:

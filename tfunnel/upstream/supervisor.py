@@ -59,6 +59,18 @@ class Identity:
 
 
 @dataclass(frozen=True)
+class Context:
+    """What every upstream gets from the gateway: where it lives and how to report changes."""
+
+    home: Path
+    env: Mapping[str, str]
+    limits: Limits
+    identity: Identity
+    on_change: Callable[[], None]
+    jitter: Callable[[], float] = random.random  # in [0, 1); tests pin it
+
+
+@dataclass(frozen=True)
 class UpstreamStatistics:
     id: str
     state: str
@@ -80,16 +92,9 @@ def _now_iso() -> str:
 class Upstream:
     """One supervised upstream: its state, its live session, its tools."""
 
-    def __init__(self, spec: UpstreamSpec, *, home: Path, env: Mapping[str, str], limits: Limits,
-                 identity: Identity, on_change: Callable[[], None],
-                 jitter: Callable[[], float] = random.random) -> None:
+    def __init__(self, spec: UpstreamSpec, ctx: Context) -> None:
         self.spec = spec
-        self._home = home
-        self._env = env
-        self._limits = limits
-        self._identity = identity
-        self._on_change = on_change
-        self._jitter = jitter
+        self._ctx = ctx
         self._budget = RestartBudget(spec.restart)
         self._limiter = trio.CapacityLimiter(MAX_CONCURRENT_CALLS)
         self.state = State.STARTING if spec.enabled else State.DISABLED
@@ -129,7 +134,7 @@ class Upstream:
                 error = str(exc)
             self.last_error = error
             self.first_attempt.set()
-            verdict = self._budget.failed(trio.current_time(), permanent=permanent, jitter=self._jitter())
+            verdict = self._budget.failed(trio.current_time(), permanent=permanent, jitter=self._ctx.jitter())
             if verdict.delay_s is None:
                 self.stopped_reason = f"{verdict.reason}; last error: {error}"
                 self._set(State.STOPPED)
@@ -149,19 +154,19 @@ class Upstream:
             raise child.SpawnFailed(f"upstream {spec.id!r} is modernOnly, but the modern protocol era "
                                     "(2026-07-28) is not available for upstreams in this version",
                                     permanent=True)
-        problems = isolation_problems(spec, self._home)
+        problems = isolation_problems(spec, self._ctx.home)
         if problems:
             raise child.SpawnFailed(f"upstream {spec.id!r} refused by the isolation guard: "
                                     + "; ".join(problems), permanent=True)
-        proc = await child.spawn(spec.id, [spec.command, *spec.args], spec.resolved_cwd(self._home),
-                                 {**self._env, **spec.env})
+        proc = await child.spawn(spec.id, [spec.command, *spec.args], spec.resolved_cwd(self._ctx.home),
+                                 {**self._ctx.env, **spec.env})
         self.pid = proc.pid
         tail = child.StderrTail()
         failure: UpstreamError | None = None
         assert proc.stdin is not None and proc.stdout is not None
         incarnation: list[trio.Nursery] = []  # the incarnation's nursery, once it exists
         session = UpstreamSession(
-            spec.id, proc.stdin, proc.stdout, max_line_bytes=self._limits.max_message_bytes,
+            spec.id, proc.stdin, proc.stdout, max_line_bytes=self._ctx.limits.max_message_bytes,
             on_notification=lambda note: self._notification(note, incarnation))
         try:
             async with trio.open_nursery() as nursery:
@@ -182,7 +187,7 @@ class Upstream:
                     self.first_attempt.set()
                     log.info("upstream ready", upstream=spec.id, pid=proc.pid, tools=len(self.tools),
                              protocol=self.protocol_version)
-                    self._on_change()
+                    self._ctx.on_change()
                     await exited.wait()
                     nursery.cancel_scope.cancel()
         finally:
@@ -196,7 +201,7 @@ class Upstream:
             if tail.total:
                 log.info("upstream stderr (tail)", upstream=spec.id, tail=tail.text()[-500:])
             if had_tools:
-                self._on_change()
+                self._ctx.on_change()
         if failure is not None:
             raise failure
 
@@ -213,8 +218,9 @@ class Upstream:
 
     async def _handshake(self, session: UpstreamSession) -> None:
         control = self.spec.request_timeout_ms / 1000
+        identity = self._ctx.identity
         result = await session.request(
-            "initialize", initialize_params(self._identity.name, self._identity.version), timeout_s=control)
+            "initialize", initialize_params(identity.name, identity.version), timeout_s=control)
         version = result.get("protocolVersion")
         if version not in LEGACY_VERSIONS:
             raise UpstreamError(f"upstream {self.spec.id!r} answered initialize with protocol version "
@@ -253,7 +259,7 @@ class Upstream:
             log.warning("re-listing tools failed", upstream=self.spec.id, error=str(exc))
             return
         log.info("upstream tools changed", upstream=self.spec.id, tools=len(self.tools))
-        self._on_change()
+        self._ctx.on_change()
 
     async def call_tool(self, tool: str, arguments: Mapping[str, Any], *,
                         meta: Mapping[str, Any] | None = None,
@@ -277,16 +283,9 @@ class Upstream:
 class Supervisor:
     """All upstreams of one gateway, reconfigured live from `mcp/expose.json`."""
 
-    def __init__(self, *, home: Path, env: Mapping[str, str], limits: Limits, identity: Identity,
-                 on_change: Callable[[], None], startup_deadline_s: float = STARTUP_DEADLINE_S,
-                 jitter: Callable[[], float] = random.random) -> None:
-        self._home = home
-        self._env = env
-        self._limits = limits
-        self._identity = identity
-        self._on_change = on_change
+    def __init__(self, ctx: Context, *, startup_deadline_s: float = STARTUP_DEADLINE_S) -> None:
+        self._ctx = ctx
         self._startup_deadline_s = startup_deadline_s
-        self._jitter = jitter
         self.upstreams: dict[str, Upstream] = {}
         self._scopes: dict[str, trio.CancelScope] = {}
         self._finished: dict[str, trio.Event] = {}
@@ -330,11 +329,10 @@ class Supervisor:
                 if spec.id not in self.upstreams:
                     await self._start(spec)
             self.upstreams = {uid: self.upstreams[uid] for uid in order}
-            self._on_change()
+            self._ctx.on_change()
 
     async def _start(self, spec: UpstreamSpec) -> None:
-        upstream = Upstream(spec, home=self._home, env=self._env, limits=self._limits,
-                            identity=self._identity, on_change=self._on_change, jitter=self._jitter)
+        upstream = Upstream(spec, self._ctx)
         self.upstreams[spec.id] = upstream
         if not spec.enabled:
             return
