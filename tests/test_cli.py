@@ -118,3 +118,12 @@ def test_mcp_list_probe_shows_live_upstream_state(home: Path) -> None:
     done = tfunnel(home, "mcp", "list", "--probe")
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("demo  ready  tools=5  protocol=2025-11-25  restarts=0")
+
+
+def test_check_runs_the_isolation_guard(home: Path) -> None:
+    """`tfunnel check` reports an upstream the isolation guard would refuse, naming the entry."""
+    (home / "mcp" / "expose.json").write_text(json.dumps({"version": 1, "upstreams": [
+        {"id": "escapes", "command": "python3", "args": ["/etc/passwd"]}], "expose": []}))
+    done = tfunnel(home, "check")
+    assert done.returncode == 1
+    assert "mcp/expose.json: upstreams[0] (id 'escapes'): isolation guard:" in done.stdout

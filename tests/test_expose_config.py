@@ -317,29 +317,31 @@ def test_toolfunnel_written_rows_load(tmp_path: Path) -> None:
 BASE = UpstreamSpec(id="u", command="node", args=("s.js",))
 CHANGES: dict[str, Any] = {
     "id": "v", "transport": "http", "command": "python", "args": ("t.js",), "env": {"A": "1"},
-    "cwd": "sub", "url": "http://h/", "headers": {"X": "1"}, "description": "d", "timeout_ms": 1,
+    "cwd": "sub", "url": "http://h/", "headers": {"X": "1"}, "timeout_ms": 1,
     "request_timeout_ms": 1, "legacy_pin": True, "modern_only": True, "allow_outside_paths": True,
     "allow_code_loading_env": True, "strict_approval": True, "restart": RestartPolicy(max_restarts=1),
     "reconnect_at": "2026-01-01T00:00:00Z",
 }
 
 
-def test_enabled_toggle_keeps_the_definition() -> None:
-    """Disabling and re-enabling an upstream is no change of definition."""
-    off = dataclasses.replace(BASE, enabled=False)
-    assert off != BASE
-    assert off.definition() == BASE.definition() == BASE
-    assert off.definition().enabled is True
+@pytest.mark.parametrize("field", ["enabled", "description"])
+def test_switch_and_note_are_not_the_definition(field: str) -> None:
+    """Toggling `enabled` or editing `description` is no change of definition (no restart for it)."""
+    value: Any = False if field == "enabled" else "a new note"
+    edited = dataclasses.replace(BASE, **{field: value})
+    assert edited != BASE
+    assert edited.definition() == BASE.definition()
+    assert edited.definition().enabled is True and edited.definition().description == ""
 
 
 def test_change_table_covers_every_field() -> None:
-    """Every UpstreamSpec field but `enabled` has a row in the definition-change table."""
-    assert {f.name for f in dataclasses.fields(UpstreamSpec)} - {"enabled"} == set(CHANGES)
+    """Every UpstreamSpec field but `enabled` and `description` has a row in the change table."""
+    assert {f.name for f in dataclasses.fields(UpstreamSpec)} - {"enabled", "description"} == set(CHANGES)
 
 
 @pytest.mark.parametrize("name", sorted(CHANGES))
 def test_any_other_change_changes_the_definition(name: str) -> None:
-    """Any field but `enabled` is part of the definition (so a change restarts the upstream)."""
+    """Any other field is part of the definition (so a change restarts the upstream)."""
     changed = dataclasses.replace(BASE, **{name: CHANGES[name]})
     assert changed.definition() != BASE.definition()
 

@@ -198,6 +198,13 @@ async def test_expose_edits_apply_live_and_restart_only_what_changed(home: Path,
         set_upstreams(home, a, {**b, "args": [*b["args"], "--name", "b2"]})
         second_b = int(await wait_for_file(b_pid))
         assert int(a_pid.read_text()) == first_a  # untouched upstream keeps its child
+        wire.stderr.clear()
+        b2 = {**b, "args": [*b["args"], "--name", "b2"]}
+        set_upstreams(home, {**a, "description": "only a note changed"}, b2)
+        await wait_for_log(wire, "expose.json reloaded")
+        await trio.sleep(0.5)
+        assert "upstream definition changed" not in wire.stderr.decode()  # a note restarts nothing
+        assert int(a_pid.read_text()) == first_a
         (home / "mcp" / "expose.json").write_text('{"version": 1, "upstreams": [{"id": ""}]}')
         await wait_for_log(wire, "expose.json reload refused")
         assert int(a_pid.read_text()) == first_a and int(b_pid.read_text()) == second_b

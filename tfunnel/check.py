@@ -5,11 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from tfunnel.audit import AuditLog
-from tfunnel.config.expose import load_expose
+from tfunnel.config.expose import EXPOSE_FILE, load_expose
 from tfunnel.config.load import REGISTER_FILE, load_register, load_settings, load_state
 from tfunnel.errors import ConfigError, ConfigProblem
 from tfunnel.gate.manifest import load_hook_state, load_manifest
 from tfunnel.tools.resolve import ScriptNotRunnable, resolve_script, script_argv
+from tfunnel.upstream.isolation import isolation_problems
 
 
 def check_home(home: Path) -> list[ConfigProblem]:
@@ -26,9 +27,15 @@ def check_home(home: Path) -> list[ConfigProblem]:
         problems.extend(exc.problems)
     problems.extend(load_hook_state(home)[1])
     try:
-        load_expose(home)
+        expose = load_expose(home)
     except ConfigError as exc:
         problems.extend(exc.problems)
+    else:
+        for index, spec in enumerate(expose.upstreams):
+            if spec.enabled:
+                label = f"upstreams[{index}] (id {spec.id!r})"
+                problems += [ConfigProblem(EXPOSE_FILE, f"isolation guard: {text}", label)
+                             for text in isolation_problems(spec, home)]
     problems.extend(AuditLog(home).problems)
     try:
         register = load_register(home)

@@ -81,8 +81,9 @@ class UpstreamSpec:
         return cwd if cwd.is_absolute() else home / cwd
 
     def definition(self) -> UpstreamSpec:
-        """Self with enabled=True: two specs with equal definition() need no restart."""
-        return replace(self, enabled=True)
+        """What decides how the child runs: two specs with equal definitions can share a running
+        child (the `enabled` switch and the `description` note do not count)."""
+        return replace(self, enabled=True, description="")
 
 
 @dataclass(frozen=True)

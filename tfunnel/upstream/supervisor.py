@@ -319,7 +319,8 @@ class Supervisor:
             for upstream_id in list(self.upstreams):
                 old = self.upstreams[upstream_id].spec
                 new = wanted.get(upstream_id)
-                if new is not None and new == old:
+                if new is not None and new.enabled == old.enabled and new.definition() == old.definition():
+                    self.upstreams[upstream_id].spec = new  # a note changed; the child keeps running
                     continue
                 await self._halt(upstream_id)
                 log.info("upstream removed" if new is None else "upstream definition changed",
