@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import structlog
 import trio
@@ -21,11 +22,18 @@ from tfunnel.config.watch import watch_files
 from tfunnel.gate.engine import HookEngine
 from tfunnel.gate.manifest import HOOK_STATE_FILE, MANIFEST_FILE, load_hook_state, load_manifest
 from tfunnel.live import Live
+from tfunnel.observe import Observer
 from tfunnel.router import Router
 from tfunnel.serve.stdio import StdioServer
 from tfunnel.surface.service import Surface
 from tfunnel.tools.runner import LocalRunner
 from tfunnel.upstream.supervisor import Context, Identity, Supervisor
+
+if TYPE_CHECKING:
+    import hypercorn.config
+
+    from tfunnel.serve.http import HttpApp
+    from tfunnel.serve.metrics import Metrics
 
 log = structlog.get_logger("tfunnel.app")
 
@@ -46,7 +54,7 @@ class Gateway:
     router: Router
 
 
-def build(home: Path, environ: Mapping[str, str] | None = None) -> Gateway:
+def build(home: Path, environ: Mapping[str, str] | None = None, observer: Observer | None = None) -> Gateway:
     """Load and validate the home and wire the components; raise `ConfigError` if invalid."""
     settings = load_settings(home)
     register = load_register(home)
@@ -67,10 +75,11 @@ def build(home: Path, environ: Mapping[str, str] | None = None) -> Gateway:
                                     Identity(settings.client_name, settings.client_version),
                                     live.upstreams_changed))
     live.ready_tools = supervisor.ready_tools
-    gate = HookEngine(home, lambda: live.hooks, lambda: live.settings.gate.ask_fallback, audit, env)
+    gate = HookEngine(home, lambda: live.hooks, lambda: live.settings.gate.ask_fallback, audit, env,
+                      observer)
     runner = LocalRunner(home, settings.limits, environ)
-    surface = Surface(lambda: live.catalog, lambda: gate, runner, supervisor, audit)
-    router = Router(lambda: live.settings, surface, gate, audit, live.started)
+    surface = Surface(lambda: live.catalog, lambda: gate, runner, supervisor, audit, observer)
+    router = Router(lambda: live.settings, surface, gate, audit, live.started, observer)
     return Gateway(home, live, audit, gate, supervisor, surface, router)
 
 
@@ -154,3 +163,83 @@ async def run_stdio(gateway: Gateway) -> int:
         async with stdin, stdout:
             await server.serve(stdin, stdout)
     return exit_code
+
+
+class BindRefused(Exception):
+    """`serve --http` was asked to listen on a non-loopback address (no authentication yet)."""
+
+
+def upstream_status(gateway: Gateway) -> str:
+    """One line for systemd's STATUS=: how many upstreams are ready."""
+    stats = gateway.supervisor.statistics()
+    ready = sum(1 for s in stats if s.state == "ready")
+    return f"serving; upstreams ready {ready}/{len(stats)}"
+
+
+async def run_http(gateway: Gateway, metrics: Metrics, host: str, port: int, grace_s: float) -> int:
+    """Serve HTTP until SIGINT/SIGTERM (130/143): stop accepting, let in-flight calls finish
+    within `grace_s`, cancel the rest, close every upstream. SIGHUP reloads the config."""
+    # Imported here, not at the top: the stdio gateway never needs the HTTP stack, and its cold
+    # start (what a desktop client waits for) should not pay for importing it.
+    import hypercorn.config
+
+    from tfunnel.serve.http import HttpApp, is_loopback_host
+    from tfunnel.serve.sdnotify import Notifier
+    from tfunnel.serve.sessions import SessionStore
+
+    if not is_loopback_host(host):
+        raise BindRefused(f"refusing to listen on {host!r}: tfunnel serves HTTP on loopback only "
+                          "(127.0.0.1, ::1, localhost) until authentication is configured")
+    config = hypercorn.config.Config()
+    config.bind = [f"[{host}]:{port}" if ":" in host else f"{host}:{port}"]
+    config.graceful_timeout = grace_s
+    config.accesslog = None
+    config.errorlog = None  # our own log says what matters; hypercorn's would interleave raw lines
+    config.h11_max_incomplete_size = 16 * 1024  # request line + headers
+    config.backlog = 64
+    config.keep_alive_timeout = 30.0
+    live = gateway.live
+    app = HttpApp(gateway.router, live, gateway.supervisor, gateway.surface.tally, SessionStore(), metrics)
+    notifier = Notifier.from_env(os.environ)
+    shutdown = trio.Event()
+    exit_code = EXIT_OK
+    async with running(gateway) as nursery:
+
+        async def on_signal(*, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+            nonlocal exit_code
+            with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
+                task_status.started()
+                async for signum in signals:
+                    if signum == signal.SIGHUP:
+                        notifier.reloading()
+                        for reload in watched_files(gateway).values():
+                            reload()
+                        notifier.ready(upstream_status(gateway))
+                        continue
+                    log.info("signal received; draining", signal=signal.Signals(signum).name, grace_s=grace_s)
+                    exit_code = EXIT_SIGINT if signum == signal.SIGINT else EXIT_SIGTERM
+                    notifier.stopping()
+                    app.stopping.set()
+                    shutdown.set()
+                    return
+
+        await nursery.start(on_signal)
+        nursery.start_soon(notifier.run_watchdog)
+        urls = await nursery.start(_serve_http, app, config, shutdown)
+        await live.started.wait()
+        log.info("listening", urls=urls, server=live.settings.server_name)
+        notifier.ready(upstream_status(gateway))
+        await app.stopped.wait()
+    notifier.close()
+    return exit_code
+
+
+async def _serve_http(app: HttpApp, config: hypercorn.config.Config, shutdown: trio.Event, *,
+                      task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED) -> None:
+    import hypercorn.trio
+
+    try:
+        await hypercorn.trio.serve(app, config, shutdown_trigger=shutdown.wait,  # type: ignore[arg-type]
+                                   task_status=task_status)
+    finally:
+        app.stopped.set()

@@ -15,7 +15,7 @@ import trio
 
 from tfunnel import __version__
 from tfunnel import log as logsetup
-from tfunnel.app import build, run_stdio, running
+from tfunnel.app import BindRefused, build, run_http, run_stdio, running
 from tfunnel.audit import AuditLog
 from tfunnel.check import check_home
 from tfunnel.config.atomic import sweep_temp_files, write_json_atomic
@@ -72,6 +72,12 @@ def parser() -> argparse.ArgumentParser:
     subs = {name: sub.add_parser(name, help=text, description=text) for name, text in commands.items()}
     for s in subs.values():
         _global_options(s, top=False)
+    subs["serve"].add_argument("--http", action="store_true", help="serve Streamable HTTP instead of stdio")
+    subs["serve"].add_argument("--host", default="127.0.0.1", help="HTTP bind address (loopback only)")
+    subs["serve"].add_argument("--port", type=int, default=None,
+                               help="HTTP port (default: httpPort of toolfunnel.json, 9998; 0 = any)")
+    subs["serve"].add_argument("--grace", type=float, default=10.0,
+                               help="seconds in-flight HTTP calls get to finish at SIGTERM (default 10)")
     subs["call"].add_argument("name", help="a tool id or name, or a meta-tool")
     subs["call"].add_argument("args", nargs="?", default="{}", help="arguments as a JSON object")
     subs["tool"].add_argument("action", choices=tuple(TOOL_ACTIONS))
@@ -105,6 +111,8 @@ def _main(argv: Sequence[str] | None) -> int:
     command = args.command or "serve"
     try:
         if command == "serve":
+            if getattr(args, "http", False):
+                return _serve_http(home, args.host, args.port, args.grace)
             return _serve(home)
         if command == "check":
             return _check(home)
@@ -146,6 +154,22 @@ def _prepare_home(cli_home: str | None) -> ResolvedHome:
 def _serve(home: ResolvedHome) -> int:
     gateway = build(home.path)
     return trio.run(run_stdio, gateway)
+
+
+def _serve_http(home: ResolvedHome, host: str, port: int | None, grace: float) -> int:
+    from tfunnel.serve.metrics import Metrics  # only the HTTP service pays for prometheus_client
+
+    metrics = Metrics()
+    gateway = build(home.path, observer=metrics)
+    try:
+        return trio.run(run_http, gateway, metrics, host,
+                        gateway.live.settings.http_port if port is None else port, grace)
+    except BindRefused as exc:
+        print(f"tfunnel: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"tfunnel: cannot listen on {host}:{port}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
 
 
 def _check(home: ResolvedHome) -> int:

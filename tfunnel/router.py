@@ -7,6 +7,7 @@ that into a response (and suppressing it when the request was cancelled).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -17,6 +18,8 @@ from tfunnel.audit import AuditLog
 from tfunnel.config.model import Settings
 from tfunnel.errors import ProtocolError
 from tfunnel.gate.gated import AskUser
+from tfunnel.observe import NullObserver, Observer
+from tfunnel.protocol import jsonrpc
 from tfunnel.protocol import session as legacy
 from tfunnel.protocol.eras import LEGACY_VERSIONS, PROTOCOL_VERSION_META, Era, classify
 from tfunnel.protocol.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, Notification, Request
@@ -39,6 +42,9 @@ CONFIRM_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
 class Peer(Protocol):
     """What a transport offers for server→client messages on one connection."""
 
+    # False when the transport cannot carry server→client requests (then `ask` falls back).
+    can_request: bool
+
     async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]: ...
 
     def notify_nowait(self, method: str, params: dict[str, Any]) -> None:
@@ -53,7 +59,8 @@ class SessionHooks(Protocol):
 
 class Router:
     def __init__(self, settings: Callable[[], Settings], surface: Surface, hooks: SessionHooks,
-                 audit: AuditLog, started: trio.Event) -> None:
+                 audit: AuditLog, started: trio.Event, observer: Observer | None = None) -> None:
+        self._observer: Observer = observer or NullObserver()
         self._settings = settings
         self._surface = surface
         self._hooks = hooks
@@ -87,6 +94,23 @@ class Router:
                                                self._call_context(session, request, peer))
             return outcome.to_wire()
         raise ProtocolError(METHOD_NOT_FOUND, f"Method not found: {method}")
+
+    async def respond(self, session: ClientSession, request: Request, peer: Peer | None = None,
+                      ) -> dict[str, Any]:
+        """The JSON-RPC response to `request`: the one place a failure becomes a JSON-RPC error
+        (an unexpected exception is logged and answered -32603 without its text)."""
+        started = time.monotonic()
+        try:
+            result = await self.handle(session, request, peer)
+        except ProtocolError as exc:
+            reply = jsonrpc.error_message(request.id, exc.code, exc.message, exc.data)
+        except Exception:
+            log.exception("request failed")
+            reply = jsonrpc.error_message(request.id, jsonrpc.INTERNAL_ERROR, "Internal error")
+        else:
+            reply = jsonrpc.result_message(request.id, result)
+        self._observer.request(request.method, time.monotonic() - started, error="error" in reply)
+        return reply
 
     def notify(self, session: ClientSession, note: Notification) -> None:
         """Client notifications other than cancellation (which the transport owns)."""
@@ -131,7 +155,8 @@ class Router:
     @staticmethod
     def _asker(session: ClientSession, peer: Peer | None) -> AskUser | None:
         """Ask through `elicitation/create` when the client declared the capability."""
-        if peer is None or not isinstance(session.capabilities.get("elicitation"), dict):
+        declared = isinstance(session.capabilities.get("elicitation"), dict)
+        if peer is None or not peer.can_request or not declared:
             return None
 
         async def ask(message: str) -> bool:

@@ -6,6 +6,7 @@ manifest order by the pure `decision` module. Every PreToolUse ends in one audit
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -18,6 +19,7 @@ from tfunnel.gate.decision import Combined, HookEvent, HookVerdict, combine, int
 from tfunnel.gate.gated import ALLOW, PreDecision, ToolCall
 from tfunnel.gate.manifest import HookManifest, HookSpec
 from tfunnel.gate.runner import run_hook
+from tfunnel.observe import NullObserver, Observer
 from tfunnel.protocol.results import ToolResult
 
 log = structlog.get_logger("tfunnel.gate")
@@ -32,17 +34,19 @@ AskFallback = Literal["deny", "allow"]
 class HookEngine:
     def __init__(self, home: Path, manifest: Callable[[], HookManifest],
                  ask_fallback: Callable[[], AskFallback], audit: AuditLog,
-                 env: Mapping[str, str]) -> None:
+                 env: Mapping[str, str], observer: Observer | None = None) -> None:
         self.home = home
         self._manifest = manifest
         self._ask_fallback = ask_fallback
         self._audit = audit
         self._env = env
+        self._observer: Observer = observer or NullObserver()
         self._limiter = trio.CapacityLimiter(MAX_CONCURRENT_HOOKS)
 
     async def pre_tool_use(self, call: ToolCall) -> PreDecision:
         combined = await self._fire_for_tool("PreToolUse", call, {})
         decision = await self._decide(call, combined)
+        self._observer.gate("allow" if decision.allow else "deny")
         if self._audit.enabled:
             self._audit.record("gate", tool=call.surfaced, decision="allow" if decision.allow else "deny",
                                reason=decision.reason or None, hook=decision.hook, session=call.session_id,
@@ -98,8 +102,10 @@ class HookEngine:
 
         async def one(index: int, spec: HookSpec) -> None:
             async with self._limiter:
+                started = time.monotonic()
                 run = await run_hook(spec, payload, home=self.home, hooks_dir=manifest.hooks_dir,
                                      env=self._env)
+                self._observer.hook(event, time.monotonic() - started)
             verdicts[index] = interpret(event, run)
 
         async with trio.open_nursery() as nursery:

@@ -32,6 +32,8 @@ _OUTBOX = 64
 
 
 class StdioServer:
+    can_request = True  # server→client requests travel on the same pipe
+
     def __init__(self, router: Router, tools_changed: Changes, *, max_message_bytes: int,
                  grace_s: float) -> None:
         self.router = router
@@ -122,23 +124,12 @@ class StdioServer:
     async def _handle(self, request: Request, scope: trio.CancelScope) -> None:
         with structlog.contextvars.bound_contextvars(request_id=request.id, method=request.method), scope:
             try:
-                reply = await self._answer(request)
+                reply = await self.router.respond(self.session, request, self)
             finally:
                 del self._inflight[request.id]
             if scope.cancel_called:  # a cancelled call sends nothing, even if its answer is ready
                 return
             await self._send(reply)
-
-    async def _answer(self, request: Request) -> dict[str, Any]:
-        """The response to `request`: the one place a failure becomes a JSON-RPC error."""
-        try:
-            result = await self.router.handle(self.session, request, self)
-        except ProtocolError as exc:
-            return jsonrpc.error_message(request.id, exc.code, exc.message, exc.data)
-        except Exception:
-            log.exception("request failed")
-            return jsonrpc.error_message(request.id, jsonrpc.INTERNAL_ERROR, "Internal error")
-        return jsonrpc.result_message(request.id, result)
 
     async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         """Send a server→client request and wait for its response (`Peer` for the router).

@@ -18,6 +18,7 @@ from tfunnel.audit import AuditLog
 from tfunnel.config.model import META_TOOL_NAMES, ToolEntry
 from tfunnel.errors import GateDenied, ProtocolError, ToolFailure
 from tfunnel.gate.gated import AskUser, Gate, ToolCall, gated_run
+from tfunnel.observe import CallTally, NullObserver, Observer
 from tfunnel.protocol.jsonrpc import INVALID_PARAMS
 from tfunnel.protocol.results import ToolResult
 from tfunnel.surface import meta
@@ -57,12 +58,14 @@ Target = ToolEntry | UpstreamTool
 
 class Surface:
     def __init__(self, catalog: Callable[[], Catalog], gate: Callable[[], Gate], local: LocalTools,
-                 upstreams: Upstreams, audit: AuditLog) -> None:
+                 upstreams: Upstreams, audit: AuditLog, observer: Observer | None = None) -> None:
         self._catalog = catalog
         self._gate = gate
         self._local = local
         self._upstreams = upstreams
         self._audit = audit
+        self.tally = CallTally()
+        self._observer: Observer = observer or NullObserver()
 
     def list_tools(self) -> list[dict[str, Any]]:
         return self._catalog().top_level(meta.DEFINITIONS)
@@ -73,10 +76,10 @@ class Surface:
         if not isinstance(args, dict):
             raise ProtocolError(INVALID_PARAMS, 'Invalid params: "arguments" must be an object')
         if catalog.meta_callable(name):
-            return await self._guarded(self._meta(catalog, name, args, ctx))
+            return await self._guarded(_label(name, args), self._meta(catalog, name, args, ctx))
         target: Target | None = catalog.hot_local(name) or catalog.direct_upstream(name)
         if target is not None:
-            return await self._guarded(self._run(target, args, ctx))
+            return await self._guarded(name, self._run(target, args, ctx))
         raise ProtocolError(INVALID_PARAMS, f"Unknown tool: {name}")
 
     async def run_named(self, name: str, args: dict[str, Any], ctx: CallContext) -> ToolResult:
@@ -85,23 +88,33 @@ class Surface:
         if name in META_TOOL_NAMES:
             if not catalog.visibility(name, "meta").enabled:
                 return ToolResult.failure(f"meta-tool {name!r} is disabled")
-            return await self._guarded(self._meta(catalog, name, args, ctx))
+            return await self._guarded(_label(name, args), self._meta(catalog, name, args, ctx))
 
         async def any_tool() -> ToolResult:
             return await self._run(self._resolve(catalog, name), args, ctx)
 
-        return await self._guarded(any_tool())
+        return await self._guarded(name, any_tool())
 
-    @staticmethod
-    async def _guarded(work: Awaitable[ToolResult]) -> ToolResult:
-        """The one place a `ToolFailure` becomes an `isError` result."""
+    async def _guarded(self, name: str, work: Awaitable[ToolResult]) -> ToolResult:
+        """The one place a `ToolFailure` becomes an `isError` result (and calls are counted)."""
+        self.tally.total += 1
+        self._observer.inflight(1)
+        started = time.monotonic()
         try:
-            return await work
+            result = await work
         except GateDenied as exc:
             log.info("call denied", reason=exc.reason, internal=exc.internal)
-            return ToolResult.failure(str(exc), denied=True)
+            self.tally.denied += 1
+            result = ToolResult.failure(str(exc), denied=True)
         except ToolFailure as exc:
-            return ToolResult.failure(str(exc))
+            result = ToolResult.failure(str(exc))
+        finally:
+            self._observer.inflight(-1)
+        if result.is_error:
+            self.tally.errors += 1
+        outcome = "denied" if result.denied else "error" if result.is_error else "ok"
+        self._observer.tool_call(name, time.monotonic() - started, outcome=outcome)
+        return result
 
     async def _meta(self, catalog: Catalog, name: str, args: dict[str, Any], ctx: CallContext) -> ToolResult:
         validate_args(name, meta.DEFINITIONS[name]["inputSchema"], args)
@@ -193,6 +206,12 @@ class Surface:
                                durationMs=round((time.monotonic() - started) * 1000, 1),
                                session=ctx.session_id, args=self._audit.redact(dict(args)),
                                result=self._audit.redact(result.to_wire() if result else None))
+
+
+def _label(name: str, args: Mapping[str, Any]) -> str:
+    """The tool a call is about, for metrics: run_tool's target rather than run_tool itself."""
+    target = args.get("name")
+    return target if name == meta.RUN_TOOL and isinstance(target, str) else name
 
 
 def _instructions(target: Target) -> str:

@@ -1,0 +1,242 @@
+"""The HTTP service (`tfunnel serve --http`) as a real process on a loopback port."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+import trio
+from mcp import Client
+
+from tests.conftest import add_tools
+from tests.httpgw import http_gateway
+from tests.test_stdio_wire import SLEEPER
+from tests.upstreams import mock_upstream, set_upstreams
+from tests.wire import gateway_argv, wait_for_file, wait_gone
+
+pytestmark = pytest.mark.timeout(90)
+
+ACCEPT = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                   "clientInfo": {"name": "raw", "version": "1"}}}
+
+
+async def open_session(client: httpx2.AsyncClient, url: str) -> str:
+    reply = await client.post(f"{url}/mcp", json=INIT, headers=ACCEPT)
+    assert reply.status_code == 200
+    return reply.headers["mcp-session-id"]
+
+
+async def test_sdk_client_lists_and_calls_over_streamable_http(home: Path) -> None:
+    """The SDK's Streamable HTTP client (legacy) lists, calls local and upstream tools, and gets progress."""
+    async with http_gateway(home) as gw, Client(f"{gw.url}/mcp", mode="legacy", cache=None) as client:
+        assert client.protocol_version == "2025-11-25"
+        names = [t.name for t in (await client.list_tools()).tools]
+        assert names == ["toolfunnel_list_tools", "toolfunnel_tool_instructions", "toolfunnel_run_tool",
+                         "toolfunnel_howto"]
+        hashed = await client.call_tool("toolfunnel_run_tool", {"name": "hash", "args": {"text": "abc"}})
+        assert hashed.structured_content is not None
+        assert hashed.structured_content["hexdigest"].startswith("ba7816bf")
+        added = await client.call_tool("toolfunnel_run_tool",
+                                       {"name": "demo_add", "args": {"a": 2, "b": 3}})
+        assert added.structured_content == {"result": 5}
+        seen: list[float] = []
+
+        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+            seen.append(progress)
+
+        done = await client.call_tool("toolfunnel_run_tool",
+                                      {"name": "demo_progress", "args": {"steps": 3, "delay": 0.05}},
+                                      progress_callback=on_progress)
+        assert not done.is_error and seen == [1, 2, 3]
+
+
+async def test_protection_and_session_rules(home: Path) -> None:
+    """Origin → 403, Host → 421, over-cap body → 413, Accept → 406, sessions: 400/404/202/DELETE."""
+    async with http_gateway(home) as gw, httpx2.AsyncClient(timeout=10) as http:
+        url = gw.url
+        assert (await http.get(f"{url}/livez", headers={"origin": "http://evil.example"})).status_code == 403
+        assert (await http.get(f"{url}/livez", headers={"host": "evil.example"})).status_code == 421
+        local = await http.get(f"{url}/livez", headers={"origin": "http://localhost:3000"})
+        assert local.status_code == 200
+        big = b'{"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"x": "' + b"x" * (5 << 20) + b'"}}'
+        over = await http.post(f"{url}/mcp", content=big, headers=ACCEPT)
+        assert over.status_code == 413 and over.json()["error"]["code"] == -32600
+        wrong_accept = await http.post(f"{url}/mcp", json=INIT, headers={"accept": "application/json"})
+        assert wrong_accept.status_code == 406
+        ping = {"jsonrpc": "2.0", "id": 2, "method": "ping"}
+        assert (await http.post(f"{url}/mcp", json=ping, headers=ACCEPT)).status_code == 400
+        unknown = await http.post(f"{url}/mcp", json=ping, headers={**ACCEPT, "mcp-session-id": "nope"})
+        assert unknown.status_code == 404
+        session = await open_session(http, url)
+        headers = {**ACCEPT, "mcp-session-id": session, "mcp-protocol-version": "2025-11-25"}
+        note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        assert (await http.post(f"{url}/mcp", json=note, headers=headers)).status_code == 202
+        pong = await http.post(f"{url}/mcp", json=ping, headers=headers)
+        assert pong.status_code == 200 and pong.json() == {"jsonrpc": "2.0", "id": 2, "result": {}}
+        bad_version = await http.post(f"{url}/mcp", json=ping,
+                                      headers={**headers, "mcp-protocol-version": "1.0"})
+        assert bad_version.status_code == 400
+        assert (await http.delete(f"{url}/mcp", headers=headers)).status_code == 200
+        assert (await http.post(f"{url}/mcp", json=ping, headers=headers)).status_code == 404
+
+
+async def test_health_readyz_and_counters(home: Path) -> None:
+    """/health follows the SPEC shape (a stopped upstream listed), and its call counters move."""
+    set_upstreams(home, mock_upstream("fine", "--tools", "echo"),
+                  {"id": "broken", "command": "/no/such/server",
+                   "restart": {"permanentFailureS": 0.2, "initialBackoffS": 0.05}})
+    async with http_gateway(home) as gw, httpx2.AsyncClient(timeout=10) as http:
+        with trio.fail_after(20):
+            while (doc := (await http.get(f"{gw.url}/health")).json())["upstreams"]["broken"][
+                    "state"] != "stopped":
+                await trio.sleep(0.1)
+        reply = await http.get(f"{gw.url}/health")
+        assert reply.status_code == 200 and doc["status"] == "degraded"
+        assert set(doc) == {"status", "server", "uptimeS", "protocolVersions", "upstreams", "stopped",
+                            "config", "calls", "clients"}
+        assert set(doc["upstreams"]["fine"]) == {"state", "transport", "era", "protocolVersion", "pid",
+                                                 "tools", "restarts", "since", "lastError"}
+        assert doc["upstreams"]["fine"]["state"] == "ready" and doc["upstreams"]["fine"]["tools"] == 1
+        assert [s["id"] for s in doc["stopped"]] == ["broken"] and "not found" in doc["stopped"][0]["reason"]
+        assert (await http.get(f"{gw.url}/readyz")).status_code == 200
+        session = await open_session(http, gw.url)
+        call = {"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+                "params": {"name": "toolfunnel_run_tool", "arguments": {"name": "nope"}}}
+        await http.post(f"{gw.url}/mcp", json=call, headers={**ACCEPT, "mcp-session-id": session})
+        after = (await http.get(f"{gw.url}/health")).json()
+        assert after["calls"] == {"total": 1, "errors": 1, "denied": 0}
+        assert after["clients"]["sessions"] == 1
+
+
+async def test_a_dropped_connection_cancels_the_call_through_the_tree(home: Path, tmp_path: Path) -> None:
+    """A client that disconnects mid-call: the tool's process group dies; the upstream logs the cancel."""
+    add_tools(home, SLEEPER, scripts=("sleeper.py",))
+    cancel_log = home / "cancels"
+    set_upstreams(home, mock_upstream("mock", "--cancel-log", str(cancel_log)))
+    pidfile = tmp_path / "pids"
+    async with http_gateway(home) as gw, httpx2.AsyncClient(timeout=10) as http:
+        session = await open_session(http, gw.url)
+        headers = {**ACCEPT, "mcp-session-id": session}
+
+        async def call_and_drop(name: str, args: dict[str, Any], drop_after: float) -> None:
+            body = {"jsonrpc": "2.0", "id": name, "method": "tools/call",
+                    "params": {"name": "toolfunnel_run_tool", "arguments": {"name": name, "args": args}}}
+            with trio.move_on_after(drop_after):
+                await http.post(f"{gw.url}/mcp", json=body, headers=headers, timeout=60)
+
+        await call_and_drop("sleeper", {"seconds": 60, "grandchild": True, "pidfile": str(pidfile)}, 1.5)
+        pids = [int(p) for p in (await wait_for_file(pidfile)).split()]
+        assert await wait_gone(pids) == []
+        await call_and_drop("mock_slow", {"seconds": 60}, 1.0)
+        assert isinstance(json.loads(await wait_for_file(cancel_log)), int)
+
+
+def test_a_non_loopback_bind_is_refused(home: Path) -> None:
+    """`--host 0.0.0.0` is refused at start with a clear message and exit status 1."""
+    done = subprocess.run([*gateway_argv(home), "serve", "--http", "--host", "0.0.0.0", "--port", "0"],
+                          capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+    assert done.returncode == 1
+    assert "refusing to listen on '0.0.0.0'" in done.stderr
+
+
+async def test_sigterm_drains_then_cancels(home: Path) -> None:
+    """SIGTERM with 20 calls in flight: short ones finish within the grace, long ones are cancelled,
+    exit 143, and no process of the tree survives."""
+    add_tools(home, SLEEPER, scripts=("sleeper.py",))
+    async with http_gateway(home, None, "--grace", "3") as gw, httpx2.AsyncClient(timeout=60) as http:
+        session = await open_session(http, gw.url)
+        headers = {**ACCEPT, "mcp-session-id": session}
+        outcomes: dict[int, Any] = {}
+
+        async def call(i: int) -> None:
+            seconds = 1 if i % 2 else 30
+            body = {"jsonrpc": "2.0", "id": i, "method": "tools/call",
+                    "params": {"name": "toolfunnel_run_tool",
+                               "arguments": {"name": "sleeper", "args": {"seconds": seconds}}}}
+            try:
+                reply = await http.post(f"{gw.url}/mcp", json=body, headers=headers)
+                outcomes[i] = reply.json() if reply.status_code == 200 else reply.status_code
+            except httpx2.HTTPError as exc:
+                outcomes[i] = type(exc).__name__
+
+        async with trio.open_nursery() as nursery:
+            for i in range(20):
+                nursery.start_soon(call, i)
+            await trio.sleep(0.5)
+            gw.proc.send_signal(signal.SIGTERM)
+        assert await gw.wait_exit() == 143
+        finished = [i for i, o in outcomes.items() if isinstance(o, dict) and "result" in o
+                    and not o["result"].get("isError")]
+        assert sorted(finished) == [i for i in range(20) if i % 2]  # the 1 s calls made it
+    leftovers = await trio.run_process(["pgrep", "-f", str(home)], capture_stdout=True, check=False)
+    assert leftovers.stdout.strip() == b""
+
+
+async def test_sd_notify_lifecycle(home: Path, tmp_path: Path) -> None:
+    """READY/STATUS at start, WATCHDOG pings, RELOADING then READY on SIGHUP, STOPPING on SIGTERM."""
+    path = tmp_path / "notify.sock"
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    sock.bind(str(path))
+    sock.setblocking(False)
+    received: list[str] = []
+
+    async def next_with(text: str) -> int:
+        """Read datagrams until one (after those already seen) contains `text`; its index."""
+        seen = len(received)
+        with trio.fail_after(20):
+            while True:
+                for index in range(seen, len(received)):
+                    if text in received[index]:
+                        return index
+                seen = len(received)
+                try:
+                    received.append(sock.recv(4096).decode())
+                except BlockingIOError:
+                    await trio.sleep(0.02)
+
+    env = {"NOTIFY_SOCKET": str(path), "WATCHDOG_USEC": "400000"}
+    try:
+        async with http_gateway(home, env) as gw:
+            ready = await next_with("READY=1")
+            assert "STATUS=serving; upstreams ready 1/1" in received[ready]
+            await next_with("WATCHDOG=1")
+            await next_with("WATCHDOG=1")  # periodic, from the event loop
+            gw.proc.send_signal(signal.SIGHUP)
+            await next_with("RELOADING=1")
+            assert "STATUS=" in received[await next_with("READY=1")]
+            gw.proc.send_signal(signal.SIGTERM)
+            await next_with("STOPPING=1")
+            assert await gw.wait_exit() == 143
+    finally:
+        sock.close()
+
+
+async def test_metrics_parse_and_move_with_traffic(home: Path) -> None:
+    """/metrics is Prometheus text; request, tool-call and gate counters move with traffic."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+        return {(s.name, tuple(sorted(s.labels.items()))): s.value
+                for family in text_string_to_metric_families(text) for s in family.samples}
+
+    async with http_gateway(home) as gw, httpx2.AsyncClient(timeout=10) as http:
+        before = samples((await http.get(f"{gw.url}/metrics")).text)
+        async with Client(f"{gw.url}/mcp", mode="legacy", cache=None) as client:
+            await client.call_tool("toolfunnel_run_tool", {"name": "hash", "args": {"text": "abc"}})
+            await client.call_tool("toolfunnel_run_tool", {"name": "hash", "args": {}})
+        after = samples((await http.get(f"{gw.url}/metrics")).text)
+    ok = ("tfunnel_tool_calls_total", (("outcome", "ok"), ("tool", "hash")))
+    error = ("tfunnel_tool_calls_total", (("outcome", "error"), ("tool", "hash")))
+    assert after[ok] - before.get(ok, 0) == 1 and after[error] - before.get(error, 0) == 1
+    calls = ("tfunnel_requests_total", (("method", "tools/call"), ("outcome", "ok")))
+    assert after[calls] - before.get(calls, 0) == 2
+    assert after[("tfunnel_gate_decisions_total", (("decision", "allow"),))] >= 1
+    assert after[("tfunnel_upstream_state", (("state", "ready"), ("upstream", "demo")))] == 1

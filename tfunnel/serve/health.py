@@ -1,0 +1,77 @@
+"""The `/health` document (SPEC §8.2) and its HTTP status, built from statistics records (pure).
+
+Nothing here does I/O or reads a clock: the HTTP layer gathers the supervisor's `statistics()`,
+the config errors, the call counters and the session counts, and hands them in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from tfunnel.upstream.supervisor import UpstreamStatistics
+
+Status = Literal["ok", "degraded", "starting", "stopping"]
+
+# States in which an upstream counts as healthy: a disabled upstream is off by the user's choice,
+# so it never makes the gateway degraded.
+_HEALTHY_STATES = frozenset({"ready", "disabled"})
+
+
+@dataclass(frozen=True)
+class CallCounts:
+    """Tool calls since start: all of them, those that failed, and those a hook denied."""
+
+    total: int = 0
+    errors: int = 0
+    denied: int = 0
+
+
+def overall_status(*, started: bool, stopping: bool, upstreams: Sequence[UpstreamStatistics],
+                   config_errors: Mapping[str, str]) -> Status:
+    """`stopping` wins, then `starting` until serving; `degraded` if an enabled upstream is not ready
+    or a config reload was refused; otherwise `ok`."""
+    if stopping:
+        return "stopping"
+    if not started:
+        return "starting"
+    if config_errors or any(u.state not in _HEALTHY_STATES for u in upstreams):
+        return "degraded"
+    return "ok"
+
+
+def http_status(status: Status) -> int:
+    """200 while the gateway serves (`ok`, `degraded`), 503 while it starts or stops."""
+    return 200 if status in ("ok", "degraded") else 503
+
+
+def _upstream(u: UpstreamStatistics) -> dict[str, Any]:
+    return {"state": u.state, "transport": u.transport, "era": u.era, "protocolVersion": u.protocol_version,
+            "pid": u.pid, "tools": u.tools, "restarts": u.restarts, "since": u.since,
+            "lastError": u.last_error}
+
+
+def health_document(*, status: Status, server_name: str, server_version: str, uptime_s: float,
+                    protocol_versions: Sequence[str], upstreams: Sequence[UpstreamStatistics],
+                    config_errors: Mapping[str, str], calls: CallCounts, sessions: int,
+                    listen_streams: int) -> dict[str, Any]:
+    """The JSON body of `/health`, field for field as SPEC §8.2 shows it.
+
+    Upstreams keep the order given; `stopped` lists every upstream the supervisor gave up on, with
+    why; config errors (keyed by file) are listed sorted by file.
+    """
+    return {
+        "status": status,
+        "server": {"name": server_name, "version": server_version},
+        "uptimeS": round(uptime_s, 1),
+        "protocolVersions": list(protocol_versions),
+        "upstreams": {u.id: _upstream(u) for u in upstreams},
+        # A stopped upstream always carries a reason from the supervisor; the fallbacks keep
+        # `reason` a string should a record ever arrive without one.
+        "stopped": [{"id": u.id, "reason": u.stopped_reason or u.last_error or "stopped"}
+                    for u in upstreams if u.state == "stopped"],
+        "config": {"errors": [message for _, message in sorted(config_errors.items())]},
+        "calls": {"total": calls.total, "errors": calls.errors, "denied": calls.denied},
+        "clients": {"sessions": sessions, "listenStreams": listen_streams},
+    }

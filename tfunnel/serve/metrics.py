@@ -1,0 +1,121 @@
+"""`/metrics`: Prometheus text exposition of requests, tool calls, gate decisions, hooks and upstreams.
+
+Each `Metrics` owns its own `CollectorRegistry` (never prometheus_client's global one), so two
+gateways in one process, or two tests, never share counters. Event methods are plain synchronous
+calls (no I/O); `render` snapshots the upstream and session gauges and serialises the registry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
+
+from tfunnel.upstream.supervisor import State, UpstreamStatistics
+
+# Tool names come from config (and upstreams' tools/list), so they are bounded in practice; the cap
+# is a backstop against a misbehaving upstream advertising endless names. Every distinct label value
+# is a time series kept in memory forever and scraped every time, so past the cap we lump into one.
+MAX_TOOL_LABELS = 500
+# Method names arrive from clients, who can send any string; real MCP has a few dozen methods.
+MAX_METHOD_LABELS = 64
+OTHER = "other"
+
+# Tool calls and hooks can legitimately take minutes (tool timeouts), so the buckets reach past
+# prometheus_client's 10 s default top; the low end still resolves fast local round trips.
+DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
+
+UPSTREAM_STATES = tuple(state.value for state in State)
+
+
+class _LabelCap:
+    """Pass the first `limit` distinct values through; map every later new one to `other`."""
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._seen: set[str] = set()
+
+    def __call__(self, value: str) -> str:
+        if value in self._seen:
+            return value
+        if len(self._seen) >= self._limit:
+            return OTHER
+        self._seen.add(value)
+        return value
+
+
+class Metrics:
+    """The gateway's Prometheus metrics, in a registry of their own."""
+
+    def __init__(self) -> None:
+        self._registry = CollectorRegistry()
+        r = self._registry
+        self._tool = _LabelCap(MAX_TOOL_LABELS)
+        self._method = _LabelCap(MAX_METHOD_LABELS)
+        self._requests = Counter("tfunnel_requests_total", "JSON-RPC requests, by method and outcome.",
+                                 ["method", "outcome"], registry=r)
+        self._request_seconds = Histogram("tfunnel_request_duration_seconds",
+                                          "JSON-RPC request latency, by method.", ["method"],
+                                          buckets=DURATION_BUCKETS, registry=r)
+        self._tool_calls = Counter("tfunnel_tool_calls_total",
+                                   "Tool calls, by tool and outcome (ok|error|denied).", ["tool", "outcome"],
+                                   registry=r)
+        self._tool_seconds = Histogram("tfunnel_tool_call_duration_seconds", "Tool call latency, by tool.",
+                                       ["tool"], buckets=DURATION_BUCKETS, registry=r)
+        self._gate = Counter("tfunnel_gate_decisions_total", "Gate decisions, by decision.", ["decision"],
+                             registry=r)
+        self._hook_seconds = Histogram("tfunnel_hook_duration_seconds", "Hook run time, by event.", ["event"],
+                                       buckets=DURATION_BUCKETS, registry=r)
+        self._inflight = Gauge("tfunnel_inflight_calls", "Tool calls in flight.", registry=r)
+        self._upstream_state = Gauge("tfunnel_upstream_state", "1 for each upstream's current state, else 0.",
+                                     ["upstream", "state"], registry=r)
+        # A gauge, not a counter: it mirrors the supervisor's own count, which we set, not increment.
+        self._upstream_restarts = Gauge("tfunnel_upstream_restarts", "Restarts of each upstream so far.",
+                                        ["upstream"], registry=r)
+        self._upstream_tools = Gauge("tfunnel_upstream_tools", "Tools each upstream currently offers.",
+                                     ["upstream"], registry=r)
+        self._sessions = Gauge("tfunnel_sessions", "Open client sessions.", registry=r)
+
+    def request(self, method: str, seconds: float, *, error: bool) -> None:
+        """Count one JSON-RPC request and observe its latency."""
+        method = self._method(method)
+        self._requests.labels(method=method, outcome="error" if error else "ok").inc()
+        self._request_seconds.labels(method=method).observe(seconds)
+
+    def tool_call(self, tool: str, seconds: float, *, outcome: str) -> None:
+        """Count one tool call (`outcome` is ok, error or denied) and observe its latency."""
+        tool = self._tool(tool)
+        self._tool_calls.labels(tool=tool, outcome=outcome).inc()
+        self._tool_seconds.labels(tool=tool).observe(seconds)
+
+    def gate(self, decision: str) -> None:
+        """Count one gate decision."""
+        self._gate.labels(decision=decision).inc()
+
+    def hook(self, event: str, seconds: float) -> None:
+        """Observe how long one hook run for `event` took."""
+        self._hook_seconds.labels(event=event).observe(seconds)
+
+    def inflight(self, delta: int) -> None:
+        """Move the in-flight tool call gauge by `delta` (+1 on start, -1 on finish)."""
+        self._inflight.inc(delta)
+
+    def render(self, *, upstreams: Sequence[UpstreamStatistics], sessions: int) -> tuple[bytes, str]:
+        """Snapshot upstreams and sessions into their gauges; return the exposition and its content type."""
+        # Cleared first so an upstream removed by a config reload stops being reported.
+        for gauge in (self._upstream_state, self._upstream_restarts, self._upstream_tools):
+            gauge.clear()
+        for u in upstreams:
+            for state in UPSTREAM_STATES:
+                self._upstream_state.labels(upstream=u.id, state=state).set(1 if u.state == state else 0)
+            self._upstream_restarts.labels(upstream=u.id).set(u.restarts)
+            self._upstream_tools.labels(upstream=u.id).set(u.tools)
+        self._sessions.set(sessions)
+        return generate_latest(self._registry), CONTENT_TYPE_LATEST
