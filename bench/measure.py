@@ -9,6 +9,12 @@ A round, with each step taken target after target (direct, relay, tfunnel/curate
 4. throughput at concurrency N, in blocks of `THROUGHPUT_BLOCK` calls, alternating the same way;
 5. one slow call, then K concurrent slow calls; then each process's RSS.
 
+With an HTTP target (`tfunnel serve --http`), the round also measures the HTTP face against the
+direct stdio upstream: the HTTP gateway takes a turn after the stdio targets in every latency
+block of step 3 (so the direct column at concurrency 1 is the same data as the direct latency of
+the main table), and a step between 4 and 5 runs blocks of `HTTP_BLOCK` calls at concurrency
+`http_concurrency`, direct and HTTP taking turns, timing every call.
+
 The machine this runs on is shared and small, so a noisy second hurts one block of every
 target rather than the whole latency run of one of them.
 """
@@ -19,12 +25,14 @@ import contextlib
 import statistics
 import time
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 import trio
+from http_peer import HttpPeer, running_http
 from peer import Peer, PeerError, cpu_seconds, io_counters, rss_kib, running
-from targets import Target
+from targets import DIRECT, Target
 
 ECHO_TEXT = "hello from tfunnel-bench"
 COLD_START_TIMEOUT_S = 30.0
@@ -32,6 +40,11 @@ COLD_START_TIMEOUT_S = 30.0
 PHASE_TIMEOUT_S = 300.0
 LATENCY_BLOCK = 100  # calls per target before switching to the next (about 50-100 ms)
 THROUGHPUT_BLOCK = 500  # calls per target per throughput block
+HTTP_BLOCK = 500  # calls per target per block of the HTTP-face concurrency step
+
+
+class Caller(Protocol):
+    async def call_tool(self, params: Mapping[str, Any]) -> Any: ...
 
 
 @dataclass(frozen=True)
@@ -42,6 +55,7 @@ class Settings:
     spawns: int  # cold starts per target per round
     slow_seconds: float
     slow_parallel: int
+    http_concurrency: int = 32  # the HTTP face's second concurrency level (the first is 1)
 
 
 @dataclass(frozen=True)
@@ -61,6 +75,60 @@ class Sample:
     syscalls_per_call: float  # syscr + syscw over the latency run, per call
 
 
+@dataclass(frozen=True)
+class Leg:
+    """One target at one concurrency in the HTTP-face comparison, over one round."""
+
+    calls: int
+    rate: float  # calls/s: calls over the summed wall time of the blocks
+    p50_us: float
+    p99_us: float
+    server_cpu_us_per_call: float  # the HTTP gateway, or for direct the mock itself
+    client_cpu_us_per_call: float  # this harness process (the HTTP or the stdio client)
+
+
+@dataclass(frozen=True)
+class HttpFace:
+    """The HTTP-face comparison of one round: `direct` (stdio) and the HTTP gateway."""
+
+    concurrency: int
+    legs: dict[str, dict[str, Leg]]  # target name -> "1" / str(concurrency) -> Leg
+    rss_kib: dict[str, int]  # after the round: the HTTP gateway, and for direct the mock
+    failed_calls: int  # tools/call over HTTP that did not answer 200 with a result
+    failures: dict[str, int]  # by kind ("status 503", "timeout", "JSON-RPC error", ...)
+    failure_examples: list[str]
+    statuses: dict[str, int]  # HTTP status of every tools/call POST (warm-up included)
+    stalls: int  # calls slower than http_peer.STALL_S
+    slowest_ms: float
+    log_levels: dict[str, int]  # the gateway's stderr log lines by level
+    log_problems: list[str]  # its first warning/error lines
+
+
+@dataclass
+class _LegTally:
+    latencies_ns: list[int] = field(default_factory=list)
+    seconds: float = 0.0
+    server_cpu_s: float = 0.0
+    client_cpu_s: float = 0.0
+
+    @contextlib.contextmanager
+    def block(self, server_pid: int) -> Iterator[None]:
+        """Add one block's wall time and CPU (server process and this one) to the tally."""
+        server, client, started = cpu_seconds(server_pid), time.process_time(), time.perf_counter()
+        yield
+        self.seconds += time.perf_counter() - started
+        self.client_cpu_s += time.process_time() - client
+        self.server_cpu_s += cpu_seconds(server_pid) - server
+
+    def leg(self) -> Leg:
+        ordered = sorted(self.latencies_ns)
+        calls = len(ordered)
+        return Leg(calls=calls, rate=calls / self.seconds, p50_us=percentile(ordered, 50) / 1000,
+                   p99_us=percentile(ordered, 99) / 1000,
+                   server_cpu_us_per_call=self.server_cpu_s / calls * 1e6,
+                   client_cpu_us_per_call=self.client_cpu_s / calls * 1e6)
+
+
 @dataclass
 class _Tally:
     """One target's running totals within a round."""
@@ -73,40 +141,101 @@ class _Tally:
     throughput_s: float = 0.0
 
 
-async def measure_round(targets: Sequence[Target], settings: Settings) -> dict[str, Sample]:
+async def measure_round(targets: Sequence[Target], settings: Settings,
+                        http: Target | None = None) -> tuple[dict[str, Sample], HttpFace | None]:
+    """One round over the stdio `targets`; with `http`, also the HTTP face against `direct`."""
     tallies = {t.name: _Tally() for t in targets}
     for _ in range(settings.spawns):
         for t in targets:
             tallies[t.name].cold.append(await cold_start(t))
+    n = settings.http_concurrency
+    face: dict[str, dict[int, _LegTally]] = {}
     async with contextlib.AsyncExitStack() as stack:
         peers = [await stack.enter_async_context(running(t.argv)) for t in targets]
         pairs = list(zip(targets, peers, strict=True))
+        http_peer: HttpPeer | None = None
+        if http is not None:
+            http_peer = await stack.enter_async_context(running_http(http.argv, pool_size=n))
+            face = {DIRECT: {1: _LegTally(), n: _LegTally()}, http.name: {1: _LegTally(), n: _LegTally()}}
         with trio.fail_after(PHASE_TIMEOUT_S):
             for t, peer in pairs:
                 await peer.initialize()
                 await peer.wait_for_tool(t.ready_tool)
                 await check_echo(peer, t)
                 await latencies(peer, t, settings.warmup)
+            if http is not None and http_peer is not None:
+                await http_peer.initialize()
+                await http_peer.wait_for_tool(http.ready_tool)
+                await check_echo_http(http_peer, http)
+                await latencies(http_peer, http, settings.warmup)
+                await concurrent_latencies(http_peer, http, 2 * n, n)  # opens the whole pool
             for size in blocks(settings.calls, LATENCY_BLOCK):
                 for t, peer in pairs:
                     tally = tallies[t.name]
                     io_before, cpu_before = io_counters(peer.pid), cpu_seconds(peer.pid)
-                    tally.latencies_ns += await latencies(peer, t, size)
+                    with _leg(face, t.name, 1, peer.pid) as leg:
+                        samples = await latencies(peer, t, size)
+                    tally.latencies_ns += samples
+                    leg.latencies_ns += samples
                     tally.cpu_s += cpu_seconds(peer.pid) - cpu_before
                     tally.io.update(Counter(io_counters(peer.pid)) - Counter(io_before))
+                if http is not None and http_peer is not None:
+                    with _leg(face, http.name, 1, http_peer.pid) as leg:
+                        leg.latencies_ns += await latencies(http_peer, http, size)
             for size in blocks(settings.calls, THROUGHPUT_BLOCK):
                 for t, peer in pairs:
                     tally = tallies[t.name]
                     tally.throughput_s += await concurrent_echo(peer, t, size, settings.concurrency)
                     tally.throughput_calls += size
+            if http is not None and http_peer is not None:
+                direct_target, direct_peer = next((t, p) for t, p in pairs if t.name == DIRECT)
+                for size in blocks(settings.calls, HTTP_BLOCK):
+                    for target, caller, pid in ((direct_target, direct_peer, direct_peer.pid),
+                                                (http, http_peer, http_peer.pid)):
+                        with _leg(face, target.name, n, pid) as leg:
+                            leg.latencies_ns += await concurrent_latencies(caller, target, size, n)
             slow_one = {t.name: await concurrent_slow(peer, t, settings.slow_seconds, 1)
                         for t, peer in pairs}
             slow_many = {t.name: await concurrent_slow(peer, t, settings.slow_seconds,
                                                        settings.slow_parallel)
                          for t, peer in pairs}
             rss = {t.name: rss_kib(peer.pid) for t, peer in pairs}
-    return {name: _sample(tally, slow_one[name], slow_many[name], rss[name])
-            for name, tally in tallies.items()}
+            http_face = None
+            if http is not None and http_peer is not None:
+                http_face = _http_face(http_peer, face, n, {DIRECT: rss[DIRECT],
+                                                            http.name: rss_kib(http_peer.pid)})
+    return ({name: _sample(tally, slow_one[name], slow_many[name], rss[name])
+             for name, tally in tallies.items()}, http_face)
+
+
+@contextlib.contextmanager
+def _leg(face: dict[str, dict[int, _LegTally]], name: str, concurrency: int,
+         pid: int) -> Iterator[_LegTally]:
+    """The HTTP-face tally timing one block of `name` at `concurrency` (a throwaway if none)."""
+    tally = face.get(name, {}).get(concurrency)
+    if tally is None:
+        yield _LegTally()  # a target outside the HTTP face
+        return
+    with tally.block(pid):
+        yield tally
+
+
+def _http_face(peer: HttpPeer, face: dict[str, dict[int, _LegTally]], concurrency: int,
+               rss: dict[str, int]) -> HttpFace:
+    return HttpFace(
+        concurrency=concurrency,
+        legs={name: {str(level): tally.leg() for level, tally in levels.items()}
+              for name, levels in face.items()},
+        rss_kib=rss,
+        failed_calls=peer.failed_calls(),
+        failures=dict(peer.failures),
+        failure_examples=list(peer.failure_examples),
+        statuses={str(status): count for status, count in sorted(peer.statuses.items())},
+        stalls=peer.stalls,
+        slowest_ms=peer.slowest_s * 1000,
+        log_levels=dict(peer.log_levels),
+        log_problems=list(peer.log_problems),
+    )
 
 
 def _sample(tally: _Tally, slow_one: float, slow_many: float, rss: int) -> Sample:
@@ -152,7 +281,15 @@ async def check_echo(peer: Peer, target: Target) -> None:
         raise PeerError(f"{target.name}: echo answered {result!r}")
 
 
-async def latencies(peer: Peer, target: Target, calls: int) -> list[int]:
+async def check_echo_http(peer: HttpPeer, target: Target) -> None:
+    """The same check over HTTP (the measured calls count failures instead of raising)."""
+    result = await peer.request("tools/call", target.call_params("echo", {"text": ECHO_TEXT}))
+    text = [block.get("text") for block in result.get("content", [])]
+    if result.get("isError") or text != [ECHO_TEXT]:
+        raise PeerError(f"{target.name}: echo answered {result!r}")
+
+
+async def latencies(peer: Caller, target: Target, calls: int) -> list[int]:
     """Nanoseconds per echo call, one call at a time."""
     params = target.call_params("echo", {"text": ECHO_TEXT})
     samples: list[int] = []
@@ -180,6 +317,27 @@ async def concurrent_echo(peer: Peer, target: Target, calls: int, concurrency: i
         for _ in range(concurrency):
             nursery.start_soon(worker)
     return time.perf_counter() - started
+
+
+async def concurrent_latencies(peer: Caller, target: Target, calls: int, concurrency: int) -> list[int]:
+    """Nanoseconds per echo call, for `calls` calls kept `concurrency` deep."""
+    params = target.call_params("echo", {"text": ECHO_TEXT})
+    remaining = calls
+    samples: list[int] = []
+    clock = time.perf_counter_ns
+
+    async def worker() -> None:
+        nonlocal remaining
+        while remaining > 0:
+            remaining -= 1
+            started = clock()
+            await peer.call_tool(params)
+            samples.append(clock() - started)
+
+    async with trio.open_nursery() as nursery:
+        for _ in range(concurrency):
+            nursery.start_soon(worker)
+    return samples
 
 
 async def concurrent_slow(peer: Peer, target: Target, seconds: float, count: int) -> float:

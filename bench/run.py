@@ -6,8 +6,9 @@
 Within a round every step is interleaved across the targets (direct, relay, tfunnel/curated,
 tfunnel/run_tool, direct, ...; latency and throughput in small blocks), so drift in the machine
 hits every target alike; see measure.py. Each metric is reported as the median over rounds with
-the min-max range; every ratio is taken within a round, then summarised the same way. See
-bench/README.md for what each target and metric means.
+the min-max range; every ratio is taken within a round, then summarised the same way. A second
+table compares the HTTP face (`tfunnel serve --http`, POST /mcp) with the direct stdio upstream at
+concurrency 1 and 32. See bench/README.md for what each target and metric means.
 
 Exit status: 0 when the run completed (whether or not the targets were met), 1 on a failure,
 130 on Ctrl-C. However it ends, every process it started has been killed and reaped.
@@ -23,17 +24,18 @@ import statistics
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import trio
-from measure import Sample, Settings, measure_round
+from measure import HttpFace, Leg, Sample, Settings, measure_round
 from peer import descendants, kill_tree
-from targets import Target, make_targets, prepare_home
+from targets import DIRECT, HTTP, Target, make_http_target, make_targets, prepare_home
 
-DIRECT, RELAY = "direct", "relay"
+RELAY = "relay"
 GATEWAYS = ("tfunnel/curated", "tfunnel/run_tool")
 
 FULL = Settings(calls=2000, warmup=200, concurrency=16, spawns=3, slow_seconds=2.0, slow_parallel=8)
@@ -138,17 +140,28 @@ def checks(settings: Settings) -> list[Check]:
     ]
 
 
-async def run_rounds(targets: Sequence[Target], settings: Settings, rounds: int) -> list[Round]:
+async def run_rounds(targets: Sequence[Target], http: Target | None, settings: Settings,
+                     rounds: int) -> tuple[list[Round], list[HttpFace]]:
     results: list[Round] = []
+    faces: list[HttpFace] = []
     for number in range(1, rounds + 1):
         started = time.perf_counter()
-        current = await measure_round(targets, settings)
+        current, face = await measure_round(targets, settings, http)
         progress(f"round {number}/{rounds} ({time.perf_counter() - started:.1f} s)")
         for name, sample in current.items():
             progress(f"  {name:<17} cold {sample.cold_start_s * 1000:4.0f} ms  p50 {sample.p50_us:5.0f} µs  "
                      f"p99 {sample.p99_us:6.0f} µs  {sample.throughput:5.0f} calls/s")
         results.append(current)
-    return results
+        if face is not None:
+            for name, legs in face.legs.items():
+                progress(f"  HTTP face {name:<12} " + "  ".join(
+                    f"@{level}: p50 {leg.p50_us:5.0f} µs p99 {leg.p99_us:6.0f} µs {leg.rate:5.0f} calls/s"
+                    for level, leg in legs.items()))
+            if face.failed_calls or face.stalls or face.log_problems:
+                progress(f"  HTTP face problems: {face.failed_calls} failed call(s) {face.failures}, "
+                         f"{face.stalls} call(s) over 1 s, {len(face.log_problems)} gateway warning(s)")
+            faces.append(face)
+    return results, faces
 
 
 def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
@@ -162,7 +175,8 @@ def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     return "\n".join([line(header), rule, *(line(row) for row in rows)])
 
 
-def report(results: list[Round], settings: Settings, rounds: int) -> tuple[str, list[dict[str, Any]]]:
+def report(results: list[Round], faces: list[HttpFace], settings: Settings,
+           rounds: int) -> tuple[str, list[dict[str, Any]]]:
     names = list(results[0])
     metric_rows = [[m.label, *(Summary.of([m.value(r, name) for r in results]).show(m.digits)
                                for name in names)] for m in metrics(settings)]
@@ -191,8 +205,78 @@ def report(results: list[Round], settings: Settings, rounds: int) -> tuple[str, 
         "Ratios within each round, median [min-max]; pass/MISS judged on the median:",
         "",
         table(["check", "target", *GATEWAYS], check_rows),
+        *(["", http_report(faces)] if faces else []),
     ])
     return text, verdicts
+
+
+@dataclass(frozen=True)
+class HttpRow:
+    label: str
+    level: str  # "1" or the HTTP-face concurrency, a key of HttpFace.legs[...]
+    field: str  # a Leg field
+    digits: int
+    ratio: bool = True  # show tfunnel/http / direct
+
+
+def http_rows(concurrency: int) -> list[HttpRow]:
+    n = str(concurrency)
+    return [
+        HttpRow("calls/s @1", "1", "rate", 0),
+        HttpRow("latency p50 @1 (µs)", "1", "p50_us", 0),
+        HttpRow("latency p99 @1 (µs)", "1", "p99_us", 0),
+        HttpRow(f"calls/s @{n}", n, "rate", 0),
+        HttpRow(f"latency p50 @{n} (µs)", n, "p50_us", 0),
+        HttpRow(f"latency p99 @{n} (µs)", n, "p99_us", 0),
+        HttpRow("server CPU per call @1 (µs)", "1", "server_cpu_us_per_call", 0),
+        HttpRow(f"server CPU per call @{n} (µs)", n, "server_cpu_us_per_call", 0),
+        HttpRow("client CPU per call @1 (µs)", "1", "client_cpu_us_per_call", 0),
+        HttpRow(f"client CPU per call @{n} (µs)", n, "client_cpu_us_per_call", 0),
+    ]
+
+
+def http_report(faces: list[HttpFace]) -> str:
+    """The HTTP-face table (median [min-max] over rounds; the ratio taken within each round) and
+    every problem the HTTP client or the gateway's log showed."""
+    names = list(faces[0].legs)  # direct, tfunnel/http
+    concurrency = faces[0].concurrency
+
+    def value(face: HttpFace, name: str, row: HttpRow) -> float:
+        leg: Leg = face.legs[name][row.level]
+        return float(getattr(leg, row.field))
+
+    rows = []
+    for row in http_rows(concurrency):
+        cells = [row.label, *(Summary.of([value(f, name, row) for f in faces]).show(row.digits)
+                              for name in names)]
+        cells.append(Summary.of([value(f, HTTP, row) / value(f, DIRECT, row) for f in faces]).show(2)
+                     if row.ratio else "")
+        rows.append(cells)
+    rows.append(["RSS after run (MiB)",
+                 *(Summary.of([f.rss_kib[name] / 1024 for f in faces]).show(1) for name in names), ""])
+    statuses: Counter[str] = Counter()
+    failures: Counter[str] = Counter()
+    levels: Counter[str] = Counter()
+    for f in faces:
+        statuses.update(f.statuses)
+        failures.update(f.failures)
+        levels.update(f.log_levels)
+    lines = [
+        f"HTTP face: tfunnel serve --http (POST /mcp, keep-alive pool of {concurrency}) vs the direct "
+        f"stdio upstream; median [min-max] over rounds, ratio within each round:",
+        "",
+        table(["metric", "direct (stdio)", HTTP, f"{HTTP} / direct"], rows),
+        "",
+        f"{HTTP}, all rounds: tools/call HTTP statuses {dict(sorted(statuses.items()))}; "
+        f"failed calls {sum(failures.values())}{' ' + str(dict(failures)) if failures else ''}; "
+        f"calls over 1 s {sum(f.stalls for f in faces)}, slowest {max(f.slowest_ms for f in faces):.1f} ms; "
+        f"gateway log lines by level {dict(sorted(levels.items()))}",
+    ]
+    examples = [e for f in faces for e in f.failure_examples][:10]
+    problems = [p for f in faces for p in f.log_problems][:10]
+    lines += [f"  failed call: {e}" for e in examples]
+    lines += [f"  gateway log: {p}" for p in problems]
+    return "\n".join(lines)
 
 
 def machine() -> dict[str, Any]:
@@ -232,6 +316,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--calls", type=int, help="calls per latency and per throughput run (default 2000)")
     p.add_argument("--spawns", type=int, help="cold starts per target per round (default 3)")
     p.add_argument("--slow-seconds", type=float, help="seconds of the slow tool (default 2)")
+    p.add_argument("--no-http", action="store_true", help="leave out the HTTP-face comparison")
     p.add_argument("--json", type=Path, metavar="PATH", help="also write every number to PATH")
     args = p.parse_args(argv)
     for option in ("rounds", "calls", "spawns", "slow_seconds"):
@@ -252,14 +337,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         spawns=args.spawns or base.spawns,
         slow_seconds=args.slow_seconds or base.slow_seconds,
         slow_parallel=base.slow_parallel,
+        http_concurrency=base.http_concurrency,
     )
     with tempfile.TemporaryDirectory(prefix="tfunnel-bench-") as tmp:
         home = Path(tmp) / "home"
         prepare_home(home)
         targets = make_targets(home)
+        http = None if args.no_http else make_http_target(home)
         interrupted = False
         try:
-            results = trio.run(run_rounds, targets, settings, rounds)
+            results, faces = trio.run(run_rounds, targets, http, settings, rounds)
         except* KeyboardInterrupt:
             interrupted = True  # every peer was already stopped on the way out
         finally:
@@ -267,13 +354,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if interrupted:
         progress("interrupted")
         return 130
-    text, verdicts = report(results, settings, rounds)
+    text, verdicts = report(results, faces, settings, rounds)
     print(text)
     if args.json:
         args.json.write_text(json.dumps({
             "machine": machine(), "settings": asdict(settings), "rounds": rounds,
             "results": [{name: asdict(sample) for name, sample in r.items()} for r in results],
             "checks": verdicts,
+            "http": [asdict(face) for face in faces],
         }, indent=2) + "\n")
     return 0
 

@@ -8,6 +8,11 @@ of the line; they differ in what sits in front of it:
     tfunnel/curated   client -> tfunnel serve -> mock; tools/call "mock_echo" (an expose entry)
     tfunnel/run_tool  client -> tfunnel serve -> mock; tools/call "toolfunnel_run_tool"
                       {"name": "mock_echo", "args": {...}}
+
+and, measured apart from those four in the HTTP-face comparison against `direct`:
+
+    tfunnel/http      HTTP client -> POST /mcp -> tfunnel serve --http --port 0 -> mock;
+                      tools/call "mock_echo" (the same expose entry, the same home)
 """
 
 from __future__ import annotations
@@ -27,6 +32,8 @@ MOCK_ARGV = (PYTHON, "-m", "tfunnel.testing.mock_upstream")
 RELAY = Path(__file__).resolve().parent / "relay.py"
 UPSTREAM_ID = "mock"
 RUN_TOOL = "toolfunnel_run_tool"
+DIRECT = "direct"
+HTTP = "tfunnel/http"
 
 
 @dataclass(frozen=True)
@@ -76,11 +83,17 @@ def make_targets(home: Path) -> list[Target]:
     gateway = (PYTHON, "-m", "tfunnel", "--home", str(home), "serve")
     prefix = f"{UPSTREAM_ID}_"
     return [
-        Target("direct", MOCK_ARGV),
+        Target(DIRECT, MOCK_ARGV),
         Target("relay", (PYTHON, str(RELAY), *MOCK_ARGV)),
         Target("tfunnel/curated", gateway, tool_prefix=prefix),
         Target("tfunnel/run_tool", gateway, tool_prefix=prefix, via_run_tool=True),
     ]
+
+
+def make_http_target(home: Path) -> Target:
+    """The HTTP gateway on the same home; `--port 0` takes any free port (read from its log)."""
+    return Target(HTTP, (PYTHON, "-m", "tfunnel", "--home", str(home), "--log-format", "json", "serve",
+                         "--http", "--port", "0", "--grace", "1"), tool_prefix=f"{UPSTREAM_ID}_")
 
 
 def _write_json(path: Path, value: Any) -> None:

@@ -240,3 +240,19 @@ async def test_metrics_parse_and_move_with_traffic(home: Path) -> None:
     assert after[calls] - before.get(calls, 0) == 2
     assert after[("tfunnel_gate_decisions_total", (("decision", "allow"),))] >= 1
     assert after[("tfunnel_upstream_state", (("state", "ready"), ("upstream", "demo")))] == 1
+
+
+async def test_sdk_sse_client_on_the_2024_transport(home: Path) -> None:
+    """The SDK's HTTP+SSE client (2024-11-05 transport: GET /sse, POST /messages) lists and calls."""
+    from mcp import ClientSession
+    from mcp.client.sse import sse_client
+
+    async with http_gateway(home) as gw, sse_client(f"{gw.url}/sse") as (read, write), \
+            ClientSession(read, write) as session:
+        await session.initialize()
+        names = [t.name for t in (await session.list_tools()).tools]
+        assert "toolfunnel_run_tool" in names
+        ran = await session.call_tool("toolfunnel_run_tool", {"name": "demo_add", "args": {"a": 1, "b": 2}})
+        assert ran.structured_content == {"result": 3}
+        local = await session.call_tool("toolfunnel_run_tool", {"name": "hash", "args": {"text": "abc"}})
+        assert local.structured_content is not None and local.structured_content["algo"] == "sha256"

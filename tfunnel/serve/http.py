@@ -10,9 +10,7 @@ the tree (hooks, tool process groups, upstream requests).
 from __future__ import annotations
 
 import contextlib
-import json
 import time
-from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -27,23 +25,33 @@ from tfunnel.protocol.jsonrpc import MessageError, Notification, Request
 from tfunnel.protocol.session import ClientSession
 from tfunnel.router import Router
 from tfunnel.serve import health
+from tfunnel.serve.asgi import (
+    SSE_HEADERS,
+    Receive,
+    Scope,
+    Send,
+    cancel_on_disconnect,
+    end_on,
+    end_on_disconnect,
+    json_response,
+    lifespan,
+    plain,
+    read_body,
+    rpc_error,
+    sse,
+    stream_events,
+)
 from tfunnel.serve.metrics import Metrics
 from tfunnel.serve.sessions import HttpSession, SessionStore
+from tfunnel.serve.sse_legacy import LegacySse
 from tfunnel.upstream.supervisor import Supervisor
 
 log = structlog.get_logger("tfunnel.http")
-
-Scope = dict[str, Any]
-Receive = Callable[[], Awaitable[dict[str, Any]]]
-Send = Callable[[dict[str, Any]], Awaitable[None]]
 
 BODY_CAP = 4 * 1024 * 1024
 # SSE comment lines keep proxies and clients from timing out an idle notification stream.
 KEEPALIVE_S = 15.0
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
-_SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache"),
-                (b"x-accel-buffering", b"no")]
-_JSON = [(b"content-type", b"application/json")]
 
 
 def is_loopback_host(host: str) -> bool:
@@ -93,29 +101,34 @@ class HttpApp:
         self.sessions = sessions
         self.stopping = trio.Event()  # set at SIGTERM: streams end, /readyz and /health say so
         self.stopped = trio.Event()  # set once the server has stopped
+        self.legacy_sse = LegacySse(router, live, sessions, self.stopping, BODY_CAP)
         self._started_at = time.monotonic()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
-            await _lifespan(receive, send)
+            await lifespan(receive, send)
             return
         if scope["type"] != "http":
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         if not is_loopback_host(headers.get("host", "")):
-            await _plain(send, 421, b"Misdirected Request: this gateway answers loopback hosts only")
+            await plain(send, 421, b"Misdirected Request: this gateway answers loopback hosts only")
             return
         origin = headers.get("origin")
         if origin is not None and not _allowed_origin(origin):
-            await _plain(send, 403, b"Forbidden: Origin not allowed")
+            await plain(send, 403, b"Forbidden: Origin not allowed")
             return
         path, method = scope["path"], scope["method"]
         if path == "/mcp":
             handler = {"POST": self._post, "GET": self._get, "DELETE": self._delete}.get(method)
             if handler is None:
-                await _plain(send, 405, b"Method Not Allowed")
+                await plain(send, 405, b"Method Not Allowed")
                 return
             await handler(headers, receive, send)
+        elif path == "/sse" and method == "GET":
+            await self.legacy_sse.stream(receive, send)
+        elif path in ("/messages", "/messages/") and method == "POST":
+            await self.legacy_sse.post(scope.get("query_string", b"").decode("latin-1"), receive, send)
         elif path == "/health" and method == "GET":
             await self._health(send)
         elif path == "/metrics" and method == "GET":
@@ -125,30 +138,30 @@ class HttpApp:
                         "headers": [(b"content-type", content_type.encode())]})
             await send({"type": "http.response.body", "body": body})
         elif path == "/livez" and method == "GET":
-            await _plain(send, 200, b"ok")
+            await plain(send, 200, b"ok")
         elif path == "/readyz" and method == "GET":
             ready = self.live.started.is_set() and not self.stopping.is_set()
-            await _plain(send, 200 if ready else 503, b"ready" if ready else b"not ready")
+            await plain(send, 200 if ready else 503, b"ready" if ready else b"not ready")
         else:
-            await _plain(send, 404, b"Not Found")
+            await plain(send, 404, b"Not Found")
 
     # --- /mcp -----------------------------------------------------------------------------------
 
     async def _post(self, headers: dict[str, str], receive: Receive, send: Send) -> None:
         accept = headers.get("accept", "")
         if "application/json" not in accept or "text/event-stream" not in accept:
-            await _rpc_error(send, 406, None, jsonrpc.INVALID_REQUEST,
+            await rpc_error(send, 406, None, jsonrpc.INVALID_REQUEST,
                              "Not Acceptable: Accept must list application/json and text/event-stream")
             return
-        body = await _read_body(receive, BODY_CAP)
+        body = await read_body(receive, BODY_CAP)
         if body is None:
-            await _rpc_error(send, 413, None, jsonrpc.INVALID_REQUEST,
+            await rpc_error(send, 413, None, jsonrpc.INVALID_REQUEST,
                              f"Request body exceeds the {BODY_CAP}-byte cap")
             return
         try:
             message = jsonrpc.decode(body)
         except MessageError as exc:
-            await _rpc_error(send, 400, exc.id, exc.code, exc.message)
+            await rpc_error(send, 400, exc.id, exc.code, exc.message)
             return
         if isinstance(message, Request) and message.method == "initialize":
             await self._initialize(message, send)
@@ -156,60 +169,51 @@ class HttpApp:
         if isinstance(message, Request) and classify(message.method, message.params) is Era.MODERN:
             reply = await self.router.respond(self._stateless(), message)
             status = 404 if reply.get("error", {}).get("code") == jsonrpc.METHOD_NOT_FOUND else 400
-            await _json(send, status, reply)
+            await json_response(send, status, reply)
             return
         session = await self._session(headers, send)
         if session is None:
             return
         if isinstance(message, Notification):
-            self._notification(session, message)
-            await _plain(send, 202, b"")
+            session.notification(self.router, message)
+            await plain(send, 202, b"")
         elif isinstance(message, Request):
             await self._request(session, message, receive, send)
         else:
-            await _plain(send, 202, b"")  # a response to a request we never send over HTTP yet
+            await plain(send, 202, b"")  # a response to a request we never send over HTTP yet
 
     async def _initialize(self, request: Request, send: Send) -> None:
         session = self.sessions.create()
         if session is None:
-            await _rpc_error(send, 503, request.id, jsonrpc.INTERNAL_ERROR, "Too many sessions")
+            await rpc_error(send, 503, request.id, jsonrpc.INTERNAL_ERROR, "Too many sessions")
             return
         reply = await self.router.respond(session.client, request)
         if "error" in reply:
             self.sessions.remove(session.client.id)
-            await _json(send, 200, reply)
+            await json_response(send, 200, reply)
             return
-        await _json(send, 200, reply, [(b"mcp-session-id", session.client.id.encode())])
+        await json_response(send, 200, reply, [(b"mcp-session-id", session.client.id.encode())])
 
     async def _session(self, headers: dict[str, str], send: Send) -> HttpSession | None:
         session_id = headers.get("mcp-session-id")
         if not session_id:
-            await _rpc_error(send, 400, None, jsonrpc.INVALID_REQUEST, "Bad Request: Missing session ID")
+            await rpc_error(send, 400, None, jsonrpc.INVALID_REQUEST, "Bad Request: Missing session ID")
             return None
         session = self.sessions.get(session_id)
         if session is None:
-            await _rpc_error(send, 404, None, jsonrpc.INVALID_REQUEST, "Session not found")
+            await rpc_error(send, 404, None, jsonrpc.INVALID_REQUEST, "Session not found")
             return None
         version = headers.get("mcp-protocol-version")
         if version is not None and version not in LEGACY_VERSIONS:
-            await _rpc_error(send, 400, None, jsonrpc.INVALID_REQUEST,
+            await rpc_error(send, 400, None, jsonrpc.INVALID_REQUEST,
                              f"Bad Request: unsupported MCP-Protocol-Version {version!r}; supported: "
                              + ", ".join(LEGACY_VERSIONS))
             return None
         return session
 
-    def _notification(self, session: HttpSession, note: Notification) -> None:
-        if note.method == "notifications/cancelled":
-            request_id = note.params.get("requestId")
-            scope = session.inflight.get(request_id) if isinstance(request_id, str | int) else None
-            if scope is not None:
-                scope.cancel()
-            return
-        self.router.notify(session.client, note)
-
     async def _request(self, session: HttpSession, request: Request, receive: Receive, send: Send) -> None:
         if request.id in session.inflight:
-            await _rpc_error(send, 400, request.id, jsonrpc.INVALID_REQUEST, "id is already in flight")
+            await rpc_error(send, 400, request.id, jsonrpc.INVALID_REQUEST, "id is already in flight")
             return
         meta = request.params.get("_meta")
         streamed = isinstance(meta, dict) and "progressToken" in meta
@@ -220,11 +224,11 @@ class HttpApp:
         reply: dict[str, Any] | None = None
         try:
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(_cancel_on_disconnect, receive, scope)
+                nursery.start_soon(cancel_on_disconnect, receive, scope)
                 streamed_all = trio.Event()
                 if queued is not None:
-                    await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
-                    nursery.start_soon(_stream_events, queued, send, streamed_all)
+                    await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
+                    nursery.start_soon(stream_events, queued, send, streamed_all)
                 with scope:
                     reply = await self.router.respond(session.client, request, peer)
                 if out is not None:
@@ -237,25 +241,25 @@ class HttpApp:
             del session.inflight[request.id]
         if queued is not None:
             if reply is not None:
-                await send({"type": "http.response.body", "body": _sse(reply), "more_body": True})
+                await send({"type": "http.response.body", "body": sse(reply), "more_body": True})
             await send({"type": "http.response.body", "body": b""})
         elif reply is not None:
-            await _json(send, 200, reply)
+            await json_response(send, 200, reply)
 
     async def _get(self, headers: dict[str, str], receive: Receive, send: Send) -> None:
         if "text/event-stream" not in headers.get("accept", ""):
-            await _plain(send, 405, b"Method Not Allowed: GET needs Accept: text/event-stream")
+            await plain(send, 405, b"Method Not Allowed: GET needs Accept: text/event-stream")
             return
         session = await self._session(headers, send)
         if session is None:
             return
         session.streams += 1
         try:
-            await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
+            await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(_end_on_disconnect, receive, nursery.cancel_scope)
-                nursery.start_soon(_end_on, self.stopping, nursery.cancel_scope)
-                nursery.start_soon(_end_on, session.closed, nursery.cancel_scope)
+                nursery.start_soon(end_on_disconnect, receive, nursery.cancel_scope)
+                nursery.start_soon(end_on, self.stopping, nursery.cancel_scope)
+                nursery.start_soon(end_on, session.closed, nursery.cancel_scope)
                 await self._notifications(session, send)
             with trio.CancelScope(shield=True), trio.move_on_after(1):
                 await send({"type": "http.response.body", "body": b""})
@@ -269,7 +273,7 @@ class HttpApp:
             with trio.move_on_after(KEEPALIVE_S):
                 seen = await changes.wait_beyond(seen)
                 note = jsonrpc.notification_message("notifications/tools/list_changed")
-                await send({"type": "http.response.body", "body": _sse(note), "more_body": True})
+                await send({"type": "http.response.body", "body": sse(note), "more_body": True})
                 continue
             await send({"type": "http.response.body", "body": b": keep-alive\n\n", "more_body": True})
 
@@ -279,7 +283,7 @@ class HttpApp:
             return
         self.sessions.remove(session.client.id)
         await self.router.end_session(session.client)
-        await _plain(send, 200, b"")
+        await plain(send, 200, b"")
 
     @staticmethod
     def _stateless() -> ClientSession:
@@ -298,77 +302,4 @@ class HttpApp:
             upstreams=statistics, config_errors=self.live.errors,
             calls=health.CallCounts(self.tally.total, self.tally.errors, self.tally.denied),
             sessions=len(self.sessions), listen_streams=self.sessions.streams())
-        await _json(send, health.http_status(status), document)
-
-
-async def _lifespan(receive: Receive, send: Send) -> None:
-    while True:
-        message = await receive()
-        if message["type"] == "lifespan.startup":
-            await send({"type": "lifespan.startup.complete"})
-        elif message["type"] == "lifespan.shutdown":
-            await send({"type": "lifespan.shutdown.complete"})
-            return
-
-
-async def _read_body(receive: Receive, cap: int) -> bytes | None:
-    """The whole request body, or None once it passes `cap` (the rest is not read)."""
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            return b""
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > cap:
-            return None
-        chunks.append(chunk)
-        if not message.get("more_body", False):
-            return b"".join(chunks)
-
-
-async def _cancel_on_disconnect(receive: Receive, scope: trio.CancelScope) -> None:
-    while (await receive())["type"] != "http.disconnect":
-        pass
-    log.info("client disconnected; cancelling its call")
-    scope.cancel()
-
-
-async def _end_on_disconnect(receive: Receive, scope: trio.CancelScope) -> None:
-    while (await receive())["type"] != "http.disconnect":
-        pass
-    scope.cancel()
-
-
-async def _end_on(event: trio.Event, scope: trio.CancelScope) -> None:
-    await event.wait()
-    scope.cancel()
-
-
-async def _stream_events(queued: trio.MemoryReceiveChannel[dict[str, Any]], send: Send,
-                         done: trio.Event) -> None:
-    async with queued:
-        async for message in queued:
-            await send({"type": "http.response.body", "body": _sse(message), "more_body": True})
-    done.set()
-
-
-def _sse(message: dict[str, Any]) -> bytes:
-    return b"event: message\ndata: " + jsonrpc.to_json(message).encode() + b"\n\n"
-
-
-async def _plain(send: Send, status: int, body: bytes) -> None:
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"text/plain; charset=utf-8")]})
-    await send({"type": "http.response.body", "body": body})
-
-
-async def _json(send: Send, status: int, value: Any, extra: list[tuple[bytes, bytes]] | None = None) -> None:
-    await send({"type": "http.response.start", "status": status, "headers": _JSON + (extra or [])})
-    await send({"type": "http.response.body", "body": json.dumps(value, ensure_ascii=False).encode()})
-
-
-async def _rpc_error(send: Send, status: int, request_id: jsonrpc.RequestId | None, code: int,
-                     message: str) -> None:
-    await _json(send, status, jsonrpc.error_message(request_id, code, message))
+        await json_response(send, health.http_status(status), document)

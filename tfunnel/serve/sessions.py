@@ -8,7 +8,9 @@ from dataclasses import dataclass, field
 import trio
 
 from tfunnel.protocol import jsonrpc
+from tfunnel.protocol.jsonrpc import Notification
 from tfunnel.protocol.session import ClientSession
+from tfunnel.router import Router
 
 # A session nobody has used for this long is forgotten (its client must initialize again).
 IDLE_EXPIRY_S = 30 * 60.0
@@ -27,6 +29,16 @@ class HttpSession:
     def cancel_all(self) -> None:
         for scope in self.inflight.values():
             scope.cancel()
+
+    def notification(self, router: Router, note: Notification) -> None:
+        """A client notification: a cancel targets this session's call; the rest go to the router."""
+        if note.method == "notifications/cancelled":
+            request_id = note.params.get("requestId")
+            scope = self.inflight.get(request_id) if isinstance(request_id, str | int) else None
+            if scope is not None:
+                scope.cancel()
+            return
+        router.notify(self.client, note)
 
 
 class SessionStore:

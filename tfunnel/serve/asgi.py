@@ -1,0 +1,96 @@
+"""Small ASGI helpers shared by the HTTP transports: responses, bodies, SSE framing, watchers."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import structlog
+import trio
+
+from tfunnel.protocol import jsonrpc
+
+log = structlog.get_logger("tfunnel.http")
+
+Scope = dict[str, Any]
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+
+SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache"),
+               (b"x-accel-buffering", b"no")]
+_JSON = [(b"content-type", b"application/json")]
+
+
+async def lifespan(receive: Receive, send: Send) -> None:
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+
+
+async def read_body(receive: Receive, cap: int) -> bytes | None:
+    """The whole request body, or None once it passes `cap` (the rest is not read)."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return b""
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > cap:
+            return None
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+async def cancel_on_disconnect(receive: Receive, scope: trio.CancelScope) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
+    log.info("client disconnected; cancelling its call")
+    scope.cancel()
+
+
+async def end_on_disconnect(receive: Receive, scope: trio.CancelScope) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
+    scope.cancel()
+
+
+async def end_on(event: trio.Event, scope: trio.CancelScope) -> None:
+    await event.wait()
+    scope.cancel()
+
+
+async def stream_events(queued: trio.MemoryReceiveChannel[dict[str, Any]], send: Send,
+                         done: trio.Event) -> None:
+    async with queued:
+        async for message in queued:
+            await send({"type": "http.response.body", "body": sse(message), "more_body": True})
+    done.set()
+
+
+def sse(message: dict[str, Any]) -> bytes:
+    return b"event: message\ndata: " + jsonrpc.to_json(message).encode() + b"\n\n"
+
+
+async def plain(send: Send, status: int, body: bytes) -> None:
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"text/plain; charset=utf-8")]})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def json_response(send: Send, status: int, value: Any,
+                        extra: list[tuple[bytes, bytes]] | None = None) -> None:
+    await send({"type": "http.response.start", "status": status, "headers": _JSON + (extra or [])})
+    await send({"type": "http.response.body", "body": json.dumps(value, ensure_ascii=False).encode()})
+
+
+async def rpc_error(send: Send, status: int, request_id: jsonrpc.RequestId | None, code: int,
+                     message: str) -> None:
+    await json_response(send, status, jsonrpc.error_message(request_id, code, message))

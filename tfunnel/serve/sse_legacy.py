@@ -1,0 +1,153 @@
+"""The 2024-11-05 HTTP+SSE transport: `GET /sse` opens the stream (its first event names the
+POST endpoint), `POST /messages?session_id=...` carries client messages (202), and every answer
+travels back on the stream. Kept for old clients; Streamable HTTP is the current transport.
+
+The stream's task hosts the session's requests: when the client goes away, its calls are
+cancelled through the tree and the session is forgotten.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import structlog
+import trio
+
+from tfunnel.live import Live
+from tfunnel.protocol import jsonrpc
+from tfunnel.protocol.jsonrpc import MessageError, Notification, Request
+from tfunnel.router import Router
+from tfunnel.serve.asgi import (
+    SSE_HEADERS,
+    Receive,
+    Send,
+    end_on,
+    end_on_disconnect,
+    plain,
+    read_body,
+    rpc_error,
+    sse,
+)
+from tfunnel.serve.sessions import HttpSession, SessionStore
+
+log = structlog.get_logger("tfunnel.http")
+
+KEEPALIVE_S = 15.0
+# Answers and notifications waiting for the stream; a client that stops reading pushes back.
+_QUEUE = 64
+
+
+class _StreamPeer:
+    """Progress notifications for a call go out on the session's stream."""
+
+    can_request = False
+
+    def __init__(self, queue: trio.MemorySendChannel[dict[str, Any]]) -> None:
+        self._queue = queue
+
+    async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        raise NotImplementedError("server-to-client requests are not available over HTTP+SSE")
+
+    def notify_nowait(self, method: str, params: dict[str, Any]) -> None:
+        try:
+            self._queue.send_nowait(jsonrpc.notification_message(method, params))
+        except (trio.WouldBlock, trio.ClosedResourceError, trio.BrokenResourceError):
+            log.debug("progress dropped", method=method)
+
+
+class LegacySse:
+    def __init__(self, router: Router, live: Live, sessions: SessionStore, stopping: trio.Event,
+                 body_cap: int) -> None:
+        self.router = router
+        self.live = live
+        self.sessions = sessions
+        self.stopping = stopping
+        self.body_cap = body_cap
+        # session id → (its queue toward the stream, the nursery hosting its requests)
+        self._streams: dict[str, tuple[trio.MemorySendChannel[dict[str, Any]], trio.Nursery]] = {}
+
+    async def stream(self, receive: Receive, send: Send) -> None:
+        """`GET /sse`: a new session whose answers and notifications all flow here."""
+        session = self.sessions.create()
+        if session is None:
+            await plain(send, 503, b"Too many sessions")
+            return
+        session_id = session.client.id
+        queue, queued = trio.open_memory_channel[dict[str, Any]](_QUEUE)
+        session.streams += 1
+        try:
+            await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
+            endpoint = f"/messages?session_id={session_id}".encode()
+            await send({"type": "http.response.body", "body": b"event: endpoint\ndata: " + endpoint + b"\n\n",
+                        "more_body": True})
+            async with trio.open_nursery() as nursery:
+                self._streams[session_id] = (queue, nursery)
+                nursery.start_soon(end_on_disconnect, receive, nursery.cancel_scope)
+                nursery.start_soon(end_on, self.stopping, nursery.cancel_scope)
+                nursery.start_soon(self._list_changed, session, queue)
+                await self._pump(queued, send)
+        finally:
+            self._streams.pop(session_id, None)
+            session.streams -= 1
+            self.sessions.remove(session_id)
+            with trio.CancelScope(shield=True):
+                await self.router.end_session(session.client)
+            log.info("HTTP+SSE session ended", session=session_id)
+
+    async def post(self, query: str, receive: Receive, send: Send) -> None:
+        """`POST /messages?session_id=...`: accept (202) and answer on the stream."""
+        params = dict(part.split("=", 1) for part in query.split("&") if "=" in part)
+        session = self.sessions.get(params.get("session_id", ""))
+        stream = self._streams.get(params.get("session_id", ""))
+        if session is None or stream is None:
+            await rpc_error(send, 404, None, jsonrpc.INVALID_REQUEST, "Session not found")
+            return
+        body = await read_body(receive, self.body_cap)
+        if body is None:
+            await rpc_error(send, 413, None, jsonrpc.INVALID_REQUEST,
+                            f"Request body exceeds the {self.body_cap}-byte cap")
+            return
+        try:
+            message = jsonrpc.decode(body)
+        except MessageError as exc:
+            await rpc_error(send, 400, exc.id, exc.code, exc.message)
+            return
+        queue, nursery = stream
+        if isinstance(message, Request):
+            if message.id in session.inflight:
+                await rpc_error(send, 400, message.id, jsonrpc.INVALID_REQUEST, "id is already in flight")
+                return
+            scope = trio.CancelScope()
+            session.inflight[message.id] = scope
+            nursery.start_soon(self._run, session, message, scope, queue)
+        elif isinstance(message, Notification):
+            session.notification(self.router, message)
+        await plain(send, 202, b"Accepted")
+
+    async def _run(self, session: HttpSession, request: Request, scope: trio.CancelScope,
+                   queue: trio.MemorySendChannel[dict[str, Any]]) -> None:
+        with scope:
+            try:
+                reply = await self.router.respond(session.client, request, _StreamPeer(queue))
+            finally:
+                del session.inflight[request.id]
+            if not scope.cancel_called:
+                await queue.send(reply)
+
+    async def _list_changed(self, session: HttpSession,
+                            queue: trio.MemorySendChannel[dict[str, Any]]) -> None:
+        changes = self.live.tools_changed
+        seen = changes.version
+        while True:
+            seen = await changes.wait_beyond(seen)
+            if session.client.initialized:
+                await queue.send(jsonrpc.notification_message("notifications/tools/list_changed"))
+
+    @staticmethod
+    async def _pump(queued: trio.MemoryReceiveChannel[dict[str, Any]], send: Send) -> None:
+        while True:
+            with trio.move_on_after(KEEPALIVE_S):
+                message = await queued.receive()
+                await send({"type": "http.response.body", "body": sse(message), "more_body": True})
+                continue
+            await send({"type": "http.response.body", "body": b": keep-alive\n\n", "more_body": True})
