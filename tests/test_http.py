@@ -256,3 +256,56 @@ async def test_sdk_sse_client_on_the_2024_transport(home: Path) -> None:
         assert ran.structured_content == {"result": 3}
         local = await session.call_tool("toolfunnel_run_tool", {"name": "hash", "args": {"text": "abc"}})
         assert local.structured_content is not None and local.structured_content["algo"] == "sha256"
+
+
+async def test_notifications_cancelled_cancels_the_named_call(home: Path, tmp_path: Path) -> None:
+    """In a session, notifications/cancelled kills the named call's tool and sends no result for it."""
+    add_tools(home, SLEEPER, scripts=("sleeper.py",))
+    pidfile = tmp_path / "pids"
+    async with http_gateway(home) as gw, httpx2.AsyncClient(timeout=30) as http:
+        session = await open_session(http, gw.url)
+        headers = {**ACCEPT, "mcp-session-id": session}
+        replies: list[httpx2.Response] = []
+
+        async def slow_call() -> None:
+            body = {"jsonrpc": "2.0", "id": "slow-1", "method": "tools/call",
+                    "params": {"name": "toolfunnel_run_tool", "arguments": {
+                        "name": "sleeper", "args": {"seconds": 60, "pidfile": str(pidfile)}}}}
+            replies.append(await http.post(f"{gw.url}/mcp", json=body, headers=headers))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(slow_call)
+            pids = [int(p) for p in (await wait_for_file(pidfile)).split()]
+            cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled",
+                      "params": {"requestId": "slow-1"}}
+            assert (await http.post(f"{gw.url}/mcp", json=cancel, headers=headers)).status_code == 202
+        assert await wait_gone(pids) == []
+        assert replies[0].status_code == 204 and replies[0].content == b""
+
+
+async def test_health_says_stopping_with_503(home: Path) -> None:
+    """While draining, /health answers 503 with status "stopping" (the in-process ASGI app)."""
+    from tfunnel.app import build
+    from tfunnel.observe import CallTally
+    from tfunnel.serve.http import HttpApp
+    from tfunnel.serve.metrics import Metrics
+    from tfunnel.serve.sessions import SessionStore
+
+    gateway = build(home)
+    gateway.live.started.set()
+    app = HttpApp(gateway.router, gateway.live, gateway.supervisor, CallTally(), SessionStore(), Metrics())
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    scope = {"type": "http", "path": "/health", "method": "GET", "headers": [(b"host", b"127.0.0.1:1")]}
+    await app(scope, receive, send)
+    assert sent[0]["status"] == 200
+    app.stopping.set()
+    sent.clear()
+    await app(scope, receive, send)
+    assert sent[0]["status"] == 503 and json.loads(sent[1]["body"])["status"] == "stopping"

@@ -197,7 +197,8 @@ async def run_http(gateway: Gateway, metrics: Metrics, host: str, port: int, gra
     config.errorlog = None  # our own log says what matters; hypercorn's would interleave raw lines
     config.h11_max_incomplete_size = 16 * 1024  # request line + headers
     config.backlog = 64
-    config.keep_alive_timeout = 30.0
+    config.keep_alive_timeout = 30.0  # idle keep-alive connections are closed after this
+    config.read_timeout = 60  # a client that stalls mid-request is dropped after this
     live = gateway.live
     app = HttpApp(gateway.router, live, gateway.supervisor, gateway.surface.tally, SessionStore(), metrics)
     notifier = Notifier.from_env(os.environ)

@@ -245,6 +245,11 @@ class HttpApp:
             await send({"type": "http.response.body", "body": b""})
         elif reply is not None:
             await json_response(send, 200, reply)
+        else:
+            # Cancelled (by notifications/cancelled, or the client left): no JSON-RPC response is
+            # sent, but HTTP still needs an answer; if the client is gone this goes nowhere.
+            with contextlib.suppress(OSError, trio.BrokenResourceError, trio.ClosedResourceError):
+                await plain(send, 204, b"")
 
     async def _get(self, headers: dict[str, str], receive: Receive, send: Send) -> None:
         if "text/event-stream" not in headers.get("accept", ""):
