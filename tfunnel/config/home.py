@@ -70,9 +70,16 @@ def seed_home(home: Path, seed: Path) -> bool:
     return True
 
 
+# systemd's service protocol is between systemd and the gateway: a child that inherited these
+# could report READY/WATCHDOG in our name.
+_NOT_INHERITED = ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN_FDS", "LISTEN_PID",
+                  "LISTEN_FDNAMES")
+
+
 def child_environment(home: Path, base: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The environment tfunnel hands its children: ours plus both home variables."""
-    env = dict(os.environ if base is None else base)
+    """The environment tfunnel hands its children: ours (minus systemd's notification
+    variables) plus both home variables."""
+    env = {k: v for k, v in (os.environ if base is None else base).items() if k not in _NOT_INHERITED}
     env["TFUNNEL_HOME"] = str(home)
     env["TOOLFUNNEL_HOME"] = str(home)
     return env

@@ -49,6 +49,9 @@ from tfunnel.upstream.supervisor import Supervisor
 log = structlog.get_logger("tfunnel.http")
 
 BODY_CAP = 4 * 1024 * 1024
+# HTTP requests handled at once (streams included); beyond this new ones get 503 rather than
+# piling up: one operator's gateway never needs more.
+MAX_CONCURRENT_REQUESTS = 512
 # SSE comment lines keep proxies and clients from timing out an idle notification stream.
 KEEPALIVE_S = 15.0
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
@@ -102,6 +105,7 @@ class HttpApp:
         self.stopping = trio.Event()  # set at SIGTERM: streams end, /readyz and /health say so
         self.stopped = trio.Event()  # set once the server has stopped
         self.legacy_sse = LegacySse(router, live, sessions, self.stopping, BODY_CAP)
+        self._active = 0
         self._started_at = time.monotonic()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -118,6 +122,16 @@ class HttpApp:
         if origin is not None and not _allowed_origin(origin):
             await plain(send, 403, b"Forbidden: Origin not allowed")
             return
+        if self._active >= MAX_CONCURRENT_REQUESTS:
+            await plain(send, 503, b"Service Unavailable: too many concurrent requests")
+            return
+        self._active += 1
+        try:
+            await self._route(scope, headers, receive, send)
+        finally:
+            self._active -= 1
+
+    async def _route(self, scope: Scope, headers: dict[str, str], receive: Receive, send: Send) -> None:
         path, method = scope["path"], scope["method"]
         if path == "/mcp":
             handler = {"POST": self._post, "GET": self._get, "DELETE": self._delete}.get(method)
