@@ -128,6 +128,34 @@ async def _start_upstreams(gateway: Gateway) -> None:
         gateway.live.started.set()
 
 
+class Signals:
+    """SIGHUP reloads every live file; SIGINT/SIGTERM stop once (exit 130/143). The hooks let a
+    transport add what it needs (systemd notifications, a drain) without its own handler."""
+
+    def __init__(self, gateway: Gateway) -> None:
+        self._gateway = gateway
+        self.exit_code = EXIT_OK
+        self.on_reload_start: Callable[[], None] = lambda: None
+        self.on_reload_done: Callable[[], None] = lambda: None
+        self.on_stop: Callable[[], None] = lambda: None
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as received:
+            task_status.started()
+            async for signum in received:
+                if signum == signal.SIGHUP:
+                    log.info("SIGHUP: reloading the config")
+                    self.on_reload_start()
+                    for reload in watched_files(self._gateway).values():
+                        reload()
+                    self.on_reload_done()
+                    continue
+                log.info("signal received; shutting down", signal=signal.Signals(signum).name)
+                self.exit_code = EXIT_SIGINT if signum == signal.SIGINT else EXIT_SIGTERM
+                self.on_stop()
+                return
+
+
 async def run_stdio(gateway: Gateway) -> int:
     """Serve MCP on stdin/stdout until stdin closes (0) or SIGINT/SIGTERM (130/143)."""
     # Protocol gets private duplicates of fds 0/1; fd 1 then points at stderr so that nothing
@@ -139,30 +167,15 @@ async def run_stdio(gateway: Gateway) -> int:
     limits = live.settings.limits
     server = StdioServer(gateway.router, live.tools_changed,
                          max_message_bytes=limits.max_message_bytes, grace_s=limits.shutdown_grace_s)
-    exit_code = EXIT_OK
+    signals = Signals(gateway)
     async with running(gateway) as nursery:
-
-        async def on_signal(*, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-            nonlocal exit_code
-            with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
-                task_status.started()
-                async for signum in signals:
-                    if signum == signal.SIGHUP:
-                        log.info("SIGHUP: reloading the config")
-                        for reload in watched_files(gateway).values():
-                            reload()
-                        continue
-                    log.info("signal received; shutting down", signal=signal.Signals(signum).name)
-                    exit_code = EXIT_SIGINT if signum == signal.SIGINT else EXIT_SIGTERM
-                    nursery.cancel_scope.cancel()
-                    return
-
-        await nursery.start(on_signal)
+        signals.on_stop = nursery.cancel_scope.cancel
+        await nursery.start(signals.run)
         log.info("ready", server=live.settings.server_name, version=live.settings.server_version,
                  pid=os.getpid(), tools=len(live.register.tools), upstreams=len(live.expose.upstreams))
         async with stdin, stdout:
             await server.serve(stdin, stdout)
-    return exit_code
+    return signals.exit_code
 
 
 class BindRefused(Exception):
@@ -203,28 +216,19 @@ async def run_http(gateway: Gateway, metrics: Metrics, host: str, port: int, gra
     app = HttpApp(gateway.router, live, gateway.supervisor, gateway.surface.tally, SessionStore(), metrics)
     notifier = Notifier.from_env(os.environ)
     shutdown = trio.Event()
-    exit_code = EXIT_OK
+    signals = Signals(gateway)
+    signals.on_reload_start = notifier.reloading
+    signals.on_reload_done = lambda: notifier.ready(upstream_status(gateway))
+
+    def stop() -> None:
+        log.info("draining", grace_s=grace_s)
+        notifier.stopping()
+        app.stopping.set()
+        shutdown.set()
+
+    signals.on_stop = stop
     async with running(gateway) as nursery:
-
-        async def on_signal(*, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-            nonlocal exit_code
-            with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
-                task_status.started()
-                async for signum in signals:
-                    if signum == signal.SIGHUP:
-                        notifier.reloading()
-                        for reload in watched_files(gateway).values():
-                            reload()
-                        notifier.ready(upstream_status(gateway))
-                        continue
-                    log.info("signal received; draining", signal=signal.Signals(signum).name, grace_s=grace_s)
-                    exit_code = EXIT_SIGINT if signum == signal.SIGINT else EXIT_SIGTERM
-                    notifier.stopping()
-                    app.stopping.set()
-                    shutdown.set()
-                    return
-
-        await nursery.start(on_signal)
+        await nursery.start(signals.run)
         nursery.start_soon(notifier.run_watchdog)
         urls = await nursery.start(_serve_http, app, config, shutdown)
         await live.started.wait()
@@ -232,7 +236,7 @@ async def run_http(gateway: Gateway, metrics: Metrics, host: str, port: int, gra
         notifier.ready(upstream_status(gateway))
         await app.stopped.wait()
     notifier.close()
-    return exit_code
+    return signals.exit_code
 
 
 async def _serve_http(app: HttpApp, config: hypercorn.config.Config, shutdown: trio.Event, *,

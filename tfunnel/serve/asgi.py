@@ -10,6 +10,7 @@ import structlog
 import trio
 
 from tfunnel.protocol import jsonrpc
+from tfunnel.protocol.jsonrpc import Message, MessageError
 
 log = structlog.get_logger("tfunnel.http")
 
@@ -94,3 +95,17 @@ async def json_response(send: Send, status: int, value: Any,
 async def rpc_error(send: Send, status: int, request_id: jsonrpc.RequestId | None, code: int,
                      message: str) -> None:
     await json_response(send, status, jsonrpc.error_message(request_id, code, message))
+
+
+async def read_message(receive: Receive, send: Send, cap: int) -> Message | None:
+    """One JSON-RPC message from the request body; on a body over `cap` (413) or one that is not a
+    valid message (400 with its JSON-RPC error) the error is sent and None returned."""
+    body = await read_body(receive, cap)
+    if body is None:
+        await rpc_error(send, 413, None, jsonrpc.INVALID_REQUEST, f"Request body exceeds the {cap}-byte cap")
+        return None
+    try:
+        return jsonrpc.decode(body)
+    except MessageError as exc:
+        await rpc_error(send, 400, exc.id, exc.code, exc.message)
+        return None

@@ -21,7 +21,7 @@ from tfunnel.live import Live
 from tfunnel.observe import CallTally
 from tfunnel.protocol import jsonrpc
 from tfunnel.protocol.eras import LEGACY_VERSIONS, Era, classify
-from tfunnel.protocol.jsonrpc import MessageError, Notification, Request
+from tfunnel.protocol.jsonrpc import Notification, Request
 from tfunnel.protocol.session import ClientSession
 from tfunnel.router import Router
 from tfunnel.serve import health
@@ -36,7 +36,7 @@ from tfunnel.serve.asgi import (
     json_response,
     lifespan,
     plain,
-    read_body,
+    read_message,
     rpc_error,
     sse,
     stream_events,
@@ -167,15 +167,8 @@ class HttpApp:
             await rpc_error(send, 406, None, jsonrpc.INVALID_REQUEST,
                              "Not Acceptable: Accept must list application/json and text/event-stream")
             return
-        body = await read_body(receive, BODY_CAP)
-        if body is None:
-            await rpc_error(send, 413, None, jsonrpc.INVALID_REQUEST,
-                             f"Request body exceeds the {BODY_CAP}-byte cap")
-            return
-        try:
-            message = jsonrpc.decode(body)
-        except MessageError as exc:
-            await rpc_error(send, 400, exc.id, exc.code, exc.message)
+        message = await read_message(receive, send, BODY_CAP)
+        if message is None:
             return
         if isinstance(message, Request) and message.method == "initialize":
             await self._initialize(message, send)

@@ -15,7 +15,7 @@ import trio
 
 from tfunnel.live import Live
 from tfunnel.protocol import jsonrpc
-from tfunnel.protocol.jsonrpc import MessageError, Notification, Request
+from tfunnel.protocol.jsonrpc import Notification, Request
 from tfunnel.router import Router
 from tfunnel.serve.asgi import (
     SSE_HEADERS,
@@ -24,7 +24,7 @@ from tfunnel.serve.asgi import (
     end_on,
     end_on_disconnect,
     plain,
-    read_body,
+    read_message,
     rpc_error,
     sse,
 )
@@ -102,15 +102,8 @@ class LegacySse:
         if session is None or stream is None:
             await rpc_error(send, 404, None, jsonrpc.INVALID_REQUEST, "Session not found")
             return
-        body = await read_body(receive, self.body_cap)
-        if body is None:
-            await rpc_error(send, 413, None, jsonrpc.INVALID_REQUEST,
-                            f"Request body exceeds the {self.body_cap}-byte cap")
-            return
-        try:
-            message = jsonrpc.decode(body)
-        except MessageError as exc:
-            await rpc_error(send, 400, exc.id, exc.code, exc.message)
+        message = await read_message(receive, send, self.body_cap)
+        if message is None:
             return
         queue, nursery = stream
         if isinstance(message, Request):
