@@ -316,3 +316,16 @@ async def test_auto_mode_client_falls_back_to_a_legacy_session(home: Path) -> No
     async with http_gateway(home) as gw, Client(f"{gw.url}/mcp", mode="auto", cache=None) as client:
         assert client.protocol_version == "2025-11-25"
         assert len((await client.list_tools()).tools) == 4
+
+
+def test_a_port_in_use_is_a_clear_startup_failure(home: Path) -> None:
+    """Binding a port that is taken exits 1 with one line naming the address (no traceback)."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run([*gateway_argv(home), "serve", "--http", "--port", str(port)],
+                              capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+    assert done.returncode == 1
+    assert f"cannot listen on 127.0.0.1:{port}: Address already in use" in done.stderr
+    assert "Traceback" not in done.stderr

@@ -211,7 +211,8 @@ async def run_http(gateway: Gateway, metrics: Metrics, host: str, port: int, gra
     config.h11_max_incomplete_size = 16 * 1024  # request line + headers
     config.backlog = 64
     config.keep_alive_timeout = 30.0  # idle keep-alive connections are closed after this
-    config.read_timeout = 60  # a client that stalls mid-request is dropped after this
+    # No read timeout: hypercorn applies it to the whole connection, which would cut off tool
+    # calls and notification streams that legitimately last minutes.
     live = gateway.live
     app = HttpApp(gateway.router, live, gateway.supervisor, gateway.surface.tally, SessionStore(), metrics)
     notifier = Notifier.from_env(os.environ)
@@ -230,6 +231,7 @@ async def run_http(gateway: Gateway, metrics: Metrics, host: str, port: int, gra
     async with running(gateway) as nursery:
         await nursery.start(signals.run)
         nursery.start_soon(notifier.run_watchdog)
+        nursery.start_soon(app.reap_idle_sessions)
         urls = await nursery.start(_serve_http, app, config, shutdown)
         await live.started.wait()
         log.info("listening", urls=urls, server=live.settings.server_name)

@@ -161,15 +161,26 @@ def _serve_http(home: ResolvedHome, host: str, port: int | None, grace: float) -
 
     metrics = Metrics()
     gateway = build(home.path, observer=metrics)
+    port = gateway.live.settings.http_port if port is None else port
     try:
-        return trio.run(run_http, gateway, metrics, host,
-                        gateway.live.settings.http_port if port is None else port, grace)
+        return trio.run(run_http, gateway, metrics, host, port, grace)
     except BindRefused as exc:
         print(f"tfunnel: {exc}", file=sys.stderr)
         return 1
-    except OSError as exc:
-        print(f"tfunnel: cannot listen on {host}:{port}: {exc.strerror or exc}", file=sys.stderr)
+    except BaseExceptionGroup as group:  # the listener fails inside the server's nursery
+        failed, _ = group.split(OSError)
+        if failed is None:
+            raise
+        error = _leaf(failed)
+        print(f"tfunnel: cannot listen on {host}:{port}: {getattr(error, 'strerror', None) or error}",
+              file=sys.stderr)
         return 1
+
+
+def _leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The first exception inside (possibly nested) groups."""
+    first = group.exceptions[0]
+    return _leaf(first) if isinstance(first, BaseExceptionGroup) else first
 
 
 def _check(home: ResolvedHome) -> int:

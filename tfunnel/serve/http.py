@@ -49,6 +49,7 @@ from tfunnel.upstream.supervisor import Supervisor
 log = structlog.get_logger("tfunnel.http")
 
 BODY_CAP = 4 * 1024 * 1024
+REAP_EVERY_S = 60.0
 # HTTP requests handled at once (streams included); beyond this new ones get 503 rather than
 # piling up: one operator's gateway never needs more.
 MAX_CONCURRENT_REQUESTS = 512
@@ -300,6 +301,14 @@ class HttpApp:
     @staticmethod
     def _stateless() -> ClientSession:
         return ClientSession(id="stateless")
+
+    async def reap_idle_sessions(self) -> None:
+        """Forget idle sessions every minute, ending each properly (Stop hooks, audit record)."""
+        while True:
+            await trio.sleep(REAP_EVERY_S)
+            for session in self.sessions.expire():
+                log.info("session expired", session=session.client.id)
+                await self.router.end_session(session.client)
 
     # --- operations -----------------------------------------------------------------------------
 
