@@ -58,6 +58,9 @@ class HttpPeer:
         self.failures: Counter[str] = Counter()  # failed calls by kind
         self.failure_examples: list[str] = []
         self.stalls = 0  # calls slower than STALL_S
+        # Every connection a tools/call went over (strong references: ids stay unique), to show
+        # that keep-alive holds: the count should stay at the pool size.
+        self._streams: dict[int, object] = {}
         self.slowest_s = 0.0
         self._listening = trio.Event()
         self._headers = dict(BASE_HEADERS)
@@ -121,6 +124,8 @@ class HttpPeer:
         try:
             response = await self._post(message)
             self.statuses[response.status_code] += 1
+            stream = response.extensions.get("network_stream")
+            self._streams.setdefault(id(stream), stream)
         except httpx2.TimeoutException as exc:
             return self._failed("timeout", repr(exc))
         except httpx2.HTTPError as exc:
@@ -141,6 +146,10 @@ class HttpPeer:
         if reply["result"].get("isError"):
             return self._failed("isError", repr(reply["result"].get("content")))
         return True
+
+    def connections(self) -> int:
+        """Connections the measured calls went over (warm-up included)."""
+        return len(self._streams)
 
     def failed_calls(self) -> int:
         return sum(self.failures.values())

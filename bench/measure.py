@@ -12,8 +12,9 @@ A round, with each step taken target after target (direct, relay, tfunnel/curate
 With an HTTP target (`tfunnel serve --http`), the round also measures the HTTP face against the
 direct stdio upstream: the HTTP gateway takes a turn after the stdio targets in every latency
 block of step 3 (so the direct column at concurrency 1 is the same data as the direct latency of
-the main table), and a step between 4 and 5 runs blocks of `HTTP_BLOCK` calls at concurrency
-`http_concurrency`, direct and HTTP taking turns, timing every call.
+the main table), and a step between 4 and 5 (after 2 x `http_concurrency` warm-up calls that open
+the whole connection pool) runs blocks of `HTTP_BLOCK` calls at concurrency `http_concurrency`,
+direct and HTTP taking turns, timing every call.
 
 The machine this runs on is shared and small, so a noisy second hurts one block of every
 target rather than the whole latency run of one of them.
@@ -98,6 +99,7 @@ class HttpFace:
     failures: dict[str, int]  # by kind ("status 503", "timeout", "JSON-RPC error", ...)
     failure_examples: list[str]
     statuses: dict[str, int]  # HTTP status of every tools/call POST (warm-up included)
+    connections: int  # TCP connections those calls went over (keep-alive: the pool size)
     stalls: int  # calls slower than http_peer.STALL_S
     slowest_ms: float
     log_levels: dict[str, int]  # the gateway's stderr log lines by level
@@ -153,9 +155,9 @@ async def measure_round(targets: Sequence[Target], settings: Settings,
     async with contextlib.AsyncExitStack() as stack:
         peers = [await stack.enter_async_context(running(t.argv)) for t in targets]
         pairs = list(zip(targets, peers, strict=True))
-        http_peer: HttpPeer | None = None
+        lane: tuple[Target, HttpPeer] | None = None  # the HTTP target and its client
         if http is not None:
-            http_peer = await stack.enter_async_context(running_http(http.argv, pool_size=n))
+            lane = http, await stack.enter_async_context(running_http(http.argv, pool_size=n))
             face = {DIRECT: {1: _LegTally(), n: _LegTally()}, http.name: {1: _LegTally(), n: _LegTally()}}
         with trio.fail_after(PHASE_TIMEOUT_S):
             for t, peer in pairs:
@@ -163,12 +165,12 @@ async def measure_round(targets: Sequence[Target], settings: Settings,
                 await peer.wait_for_tool(t.ready_tool)
                 await check_echo(peer, t)
                 await latencies(peer, t, settings.warmup)
-            if http is not None and http_peer is not None:
+            if lane is not None:
+                http, http_peer = lane
                 await http_peer.initialize()
                 await http_peer.wait_for_tool(http.ready_tool)
                 await check_echo_http(http_peer, http)
                 await latencies(http_peer, http, settings.warmup)
-                await concurrent_latencies(http_peer, http, 2 * n, n)  # opens the whole pool
             for size in blocks(settings.calls, LATENCY_BLOCK):
                 for t, peer in pairs:
                     tally = tallies[t.name]
@@ -179,7 +181,8 @@ async def measure_round(targets: Sequence[Target], settings: Settings,
                     leg.latencies_ns += samples
                     tally.cpu_s += cpu_seconds(peer.pid) - cpu_before
                     tally.io.update(Counter(io_counters(peer.pid)) - Counter(io_before))
-                if http is not None and http_peer is not None:
+                if lane is not None:
+                    http, http_peer = lane
                     with _leg(face, http.name, 1, http_peer.pid) as leg:
                         leg.latencies_ns += await latencies(http_peer, http, size)
             for size in blocks(settings.calls, THROUGHPUT_BLOCK):
@@ -187,8 +190,10 @@ async def measure_round(targets: Sequence[Target], settings: Settings,
                     tally = tallies[t.name]
                     tally.throughput_s += await concurrent_echo(peer, t, size, settings.concurrency)
                     tally.throughput_calls += size
-            if http is not None and http_peer is not None:
+            if lane is not None:
+                http, http_peer = lane
                 direct_target, direct_peer = next((t, p) for t, p in pairs if t.name == DIRECT)
+                await concurrent_latencies(http_peer, http, 2 * n, n)  # (re)opens the whole pool
                 for size in blocks(settings.calls, HTTP_BLOCK):
                     for target, caller, pid in ((direct_target, direct_peer, direct_peer.pid),
                                                 (http, http_peer, http_peer.pid)):
@@ -201,7 +206,8 @@ async def measure_round(targets: Sequence[Target], settings: Settings,
                          for t, peer in pairs}
             rss = {t.name: rss_kib(peer.pid) for t, peer in pairs}
             http_face = None
-            if http is not None and http_peer is not None:
+            if lane is not None:
+                http, http_peer = lane
                 http_face = _http_face(http_peer, face, n, {DIRECT: rss[DIRECT],
                                                             http.name: rss_kib(http_peer.pid)})
     return ({name: _sample(tally, slow_one[name], slow_many[name], rss[name])
@@ -231,6 +237,7 @@ def _http_face(peer: HttpPeer, face: dict[str, dict[int, _LegTally]], concurrenc
         failures=dict(peer.failures),
         failure_examples=list(peer.failure_examples),
         statuses={str(status): count for status, count in sorted(peer.statuses.items())},
+        connections=peer.connections(),
         stalls=peer.stalls,
         slowest_ms=peer.slowest_s * 1000,
         log_levels=dict(peer.log_levels),

@@ -268,6 +268,7 @@ def http_report(faces: list[HttpFace]) -> str:
         table(["metric", "direct (stdio)", HTTP, f"{HTTP} / direct"], rows),
         "",
         f"{HTTP}, all rounds: tools/call HTTP statuses {dict(sorted(statuses.items()))}; "
+        f"connections per round {sorted({f.connections for f in faces})}; "
         f"failed calls {sum(failures.values())}{' ' + str(dict(failures)) if failures else ''}; "
         f"calls over 1 s {sum(f.stalls for f in faces)}, slowest {max(f.slowest_ms for f in faces):.1f} ms; "
         f"gateway log lines by level {dict(sorted(levels.items()))}",

@@ -211,6 +211,9 @@ async def run_http(gateway: Gateway, metrics: Metrics, host: str, port: int, gra
     config.h11_max_incomplete_size = 16 * 1024  # request line + headers
     config.backlog = 64
     config.keep_alive_timeout = 30.0  # idle keep-alive connections are closed after this
+    # hypercorn closes a keep-alive connection after 1000 requests by default; a client driving a
+    # long session would reconnect every 1000 calls for no benefit.
+    config.keep_alive_max_requests = 1_000_000
     # No read timeout: hypercorn applies it to the whole connection, which would cut off tool
     # calls and notification streams that legitimately last minutes.
     live = gateway.live
