@@ -50,16 +50,12 @@ async def read_body(receive: Receive, cap: int) -> bytes | None:
             return b"".join(chunks)
 
 
-async def cancel_on_disconnect(receive: Receive, scope: trio.CancelScope) -> None:
+async def end_on_disconnect(receive: Receive, scope: trio.CancelScope, why: str = "") -> None:
+    """Cancel `scope` when the client goes away (logging `why`, if given)."""
     while (await receive())["type"] != "http.disconnect":
         pass
-    log.info("client disconnected; cancelling its call")
-    scope.cancel()
-
-
-async def end_on_disconnect(receive: Receive, scope: trio.CancelScope) -> None:
-    while (await receive())["type"] != "http.disconnect":
-        pass
+    if why:
+        log.info(why)
     scope.cancel()
 
 

@@ -30,7 +30,6 @@ from tfunnel.serve.asgi import (
     Receive,
     Scope,
     Send,
-    cancel_on_disconnect,
     end_on,
     end_on_disconnect,
     json_response,
@@ -232,7 +231,8 @@ class HttpApp:
         reply: dict[str, Any] | None = None
         try:
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(cancel_on_disconnect, receive, scope)
+                nursery.start_soon(end_on_disconnect, receive, scope,
+                                   "client disconnected; cancelling its call")
                 streamed_all = trio.Event()
                 if queued is not None:
                     await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
