@@ -6,13 +6,13 @@ import os
 import re
 import subprocess
 from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager, suppress
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import trio
 
-from tests.wire import gateway_argv
+from tests.wire import gateway_argv, kill_group
 
 _URL = re.compile(rb'"urls": \["(http://[^"]+)"')
 
@@ -55,7 +55,4 @@ async def http_gateway(home: Path, env: Mapping[str, str] | None = None, *args: 
             yield gw
         finally:
             with trio.CancelScope(shield=True):
-                if proc.returncode is None:
-                    with suppress(ProcessLookupError):
-                        os.killpg(proc.pid, 9)
-                    await proc.wait()
+                await kill_group(proc)

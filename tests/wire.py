@@ -131,6 +131,14 @@ class Wire:
             return await self.proc.wait()
 
 
+async def kill_group(proc: trio.Process) -> None:
+    """SIGKILL a test's gateway and its whole process group, if it is still running; reap it."""
+    if proc.returncode is None:
+        with suppress(ProcessLookupError):
+            os.killpg(proc.pid, 9)
+        await proc.wait()
+
+
 @asynccontextmanager
 async def gateway(home: Path, env: Mapping[str, str] | None = None, *extra: str) -> AsyncIterator[Wire]:
     """A running `tfunnel serve` on `home`; killed (group) if the test leaves it running."""
@@ -153,10 +161,7 @@ async def gateway(home: Path, env: Mapping[str, str] | None = None, *extra: str)
             yield wire
         finally:
             with trio.CancelScope(shield=True):
-                if proc.returncode is None:
-                    with suppress(ProcessLookupError):
-                        os.killpg(proc.pid, 9)
-                    await proc.wait()
+                await kill_group(proc)
                 for stream in (proc.stdin, proc.stdout):
                     if stream is not None:
                         await stream.aclose()
