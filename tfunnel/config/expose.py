@@ -136,8 +136,8 @@ def parse_expose(raw: Any) -> ExposeConfig:
     if isinstance(version, bool) or not isinstance(version, int | float):
         f.problem(f"must be a number, got {_show(version)}", None, "version")
         version = 1
-    rows = _array(raw, "upstreams", "upstream entries", f)
-    items = _array(raw, "expose", "expose entries", f)
+    rows = f.array(raw, "upstreams", "upstream entries")
+    items = f.array(raw, "expose", "expose entries")
     # Every id that was spelled as a string counts as configured, so an upstream row with some other
     # problem does not also make each of its expose rows an error.
     declared = [row["id"] for row in rows if isinstance(row, dict) and isinstance(row.get("id"), str)]
@@ -171,14 +171,6 @@ def parse_expose(raw: Any) -> ExposeConfig:
     if problems:
         raise ConfigError(problems)
     return ExposeConfig(version=version, upstreams=tuple(upstreams), expose=tuple(entries))
-
-
-def _array(raw: Mapping[str, Any], key: str, what: str, f: Fields) -> list[Any]:
-    value = raw.get(key, [])
-    if not isinstance(value, list):
-        f.problem(f"must be an array of {what}, got {_show(value)}", None, key)
-        return []
-    return value
 
 
 def _upstream(row: Any, index: int, f: Fields) -> UpstreamSpec | None:

@@ -56,10 +56,7 @@ def load_settings(home: Path) -> Settings:
         or lim.shutdown_grace_s,
     )
     ask = f.choice(gate_raw, "askFallback", "gate", ("deny", "allow"), "deny")
-    requires = raw.get("requires", [])
-    if not isinstance(requires, list):
-        f.problem("must be an array", None, "requires")
-        requires = []
+    requires = f.array(raw, "requires", "requirement objects")
     serve_legacy = f.boolean(raw, "serveLegacy")
     settings = Settings(
         server_name=f.string(raw, "serverName", non_empty=True, default=defaults.server_name),
@@ -94,10 +91,7 @@ def load_register(home: Path) -> Register:
     if isinstance(version, bool) or not isinstance(version, int | float):
         f.problem(f"must be a number, got {version!r}", None, "version")
     description = f.string(raw, "description")
-    tools_raw = raw.get("tools", [])
-    if not isinstance(tools_raw, list):
-        f.problem("must be an array of tool entries", None, "tools")
-        tools_raw = []
+    tools_raw = f.array(raw, "tools", "tool entries")
     tools: list[ToolEntry] = []
     seen: set[str] = set()
     for index, item in enumerate(tools_raw):

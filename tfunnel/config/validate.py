@@ -106,6 +106,16 @@ class Fields:
         assert isinstance(value, str)
         return value
 
+    def array(self, obj: Mapping[str, Any], key: str, what: str, entry: str | None = None) -> list[Any]:
+        """`obj[key]` as a list (missing → []); anything else is a problem naming `what` it holds."""
+        value = obj.get(key, _MISSING)
+        if value is _MISSING:
+            return []
+        if not isinstance(value, list):
+            self.problem(f"must be an array of {what}, got {_show(value)}", entry, key)
+            return []
+        return value
+
     def mapping(self, obj: Mapping[str, Any], key: str, entry: str | None = None) -> dict[str, Any]:
         value = obj.get(key, _MISSING)
         if value is _MISSING:

@@ -77,10 +77,7 @@ def load_manifest(home: Path) -> HookManifest:
         raise ConfigError([ConfigProblem(MANIFEST_FILE, "must contain a JSON object at the top level")])
     hooks_dir_raw = f.string(raw, "hooksDir")
     hooks_dir = Path(hooks_dir_raw) if hooks_dir_raw and Path(hooks_dir_raw).is_absolute() else default_dir
-    rows = raw.get("hooks", [])
-    if not isinstance(rows, list):
-        f.problem("must be an array of hook entries", None, "hooks")
-        rows = []
+    rows = f.array(raw, "hooks", "hook entries")
     overlay, _ = load_hook_state(home)
     specs: list[HookSpec] = []
     seen: set[str] = set()

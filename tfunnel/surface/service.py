@@ -133,19 +133,16 @@ class Surface:
     @staticmethod
     def _resolve(catalog: Catalog, name: str) -> Target:
         """A local tool (by id, then display name) or an upstream tool (by surfaced name), enabled."""
-        entry = catalog.find_local(name)
-        if entry is not None:
-            if catalog.enabled_local(name) is None:
-                raise ToolFailure(f"tool {name!r} is disabled; an operator can enable it with "
-                                  f"`tfunnel tool enable {entry.id}`")
-            return entry
-        tool = catalog.find_upstream(name)
-        if tool is not None:
-            if catalog.enabled_upstream(name) is None:
-                raise ToolFailure(f"tool {name!r} is disabled; an operator can enable it with "
-                                  f"`tfunnel tool enable {name}`")
-            return tool
-        raise ToolFailure(f"no tool named {name!r}; toolfunnel_list_tools lists the tools you can use")
+        target: Target | None = catalog.find_local(name) or catalog.find_upstream(name)
+        if target is None:
+            raise ToolFailure(f"no tool named {name!r}; toolfunnel_list_tools lists the tools you can use")
+        surfaced = target.surfaced if isinstance(target, UpstreamTool) else target.id
+        enabled = (catalog.enabled_upstream(name) if isinstance(target, UpstreamTool)
+                   else catalog.enabled_local(name))
+        if enabled is None:
+            raise ToolFailure(f"tool {name!r} is disabled; an operator can enable it with "
+                              f"`tfunnel tool enable {surfaced}`")
+        return target
 
     async def _run(self, target: Target, args: dict[str, Any], ctx: CallContext) -> ToolResult:
         if isinstance(target, UpstreamTool):
