@@ -18,7 +18,8 @@ from tfunnel.errors import GateDenied
 from tfunnel.gate.gated import PreDecision, ToolCall, gated_run
 from tfunnel.protocol.results import ToolResult
 from tfunnel.surface.catalog import Catalog
-from tfunnel.surface.service import CallContext, Surface
+from tfunnel.surface.context import CallContext
+from tfunnel.surface.service import Surface
 from tfunnel.testing.fakes import NoUpstreams
 from tfunnel.tools.runner import LocalRunner
 

@@ -311,13 +311,6 @@ async def test_health_says_stopping_with_503(home: Path) -> None:
     assert sent[0]["status"] == 503 and json.loads(sent[1]["body"])["status"] == "stopping"
 
 
-async def test_auto_mode_client_falls_back_to_a_legacy_session(home: Path) -> None:
-    """An SDK client in auto mode probes server/discover over HTTP, falls back, gets a legacy session."""
-    async with http_gateway(home) as gw, Client(f"{gw.url}/mcp", mode="auto", cache=None) as client:
-        assert client.protocol_version == "2025-11-25"
-        assert len((await client.list_tools()).tools) == 4
-
-
 def test_a_port_in_use_is_a_clear_startup_failure(home: Path) -> None:
     """Binding a port that is taken exits 1 with one line naming the address (no traceback)."""
     with socket.socket() as taken:

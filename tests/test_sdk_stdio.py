@@ -186,12 +186,3 @@ async def test_an_existing_toolfunnel_home_runs_unchanged(tmp_path: Path) -> Non
         assert text(runbook) == "1. Bump the version. 2. Tag. 3. Publish."
     after = {p: p.read_bytes() for p in home.rglob("*") if p.is_file()}
     assert after == before  # nothing in the home was rewritten
-
-
-async def test_auto_mode_client_falls_back_to_the_legacy_era(home: Path) -> None:
-    """An SDK client in auto mode probes server/discover, falls back and negotiates 2025-11-25."""
-    params = StdioServerParameters(command=sys.executable,
-                                   args=["-m", "tfunnel", "--home", str(home), "serve"])
-    async with Client(params, mode="auto", cache=None) as client:
-        assert client.protocol_version == "2025-11-25"
-        assert [t.name for t in (await client.list_tools()).tools] == META_TOOLS

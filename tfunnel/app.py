@@ -79,7 +79,8 @@ def build(home: Path, environ: Mapping[str, str] | None = None, observer: Observ
                       observer)
     runner = LocalRunner(home, settings.limits, environ)
     surface = Surface(lambda: live.catalog, lambda: gate, runner, supervisor, audit, observer)
-    router = Router(lambda: live.settings, surface, gate, audit, live.started, observer)
+    router = Router(lambda: live.settings, surface, gate, audit, live.started, observer,
+                    tools_changed=live.tools_changed)
     return Gateway(home, live, audit, gate, supervisor, surface, router)
 
 

@@ -28,7 +28,7 @@ from tfunnel.manage.hook_cmd import hook_command
 from tfunnel.manage.log_cmd import log_command
 from tfunnel.manage.mcp_cmd import add_mcp_arguments, mcp_command, split_argv
 from tfunnel.surface.catalog import Catalog
-from tfunnel.surface.service import CallContext
+from tfunnel.surface.context import CallContext
 from tfunnel.upstream.supervisor import UpstreamStatistics
 
 log = structlog.get_logger("tfunnel.cli")

@@ -18,28 +18,28 @@ from tfunnel.audit import AuditLog
 from tfunnel.config.model import Settings
 from tfunnel.errors import ProtocolError
 from tfunnel.gate.gated import AskUser
+from tfunnel.live import Changes
 from tfunnel.observe import NullObserver, Observer
-from tfunnel.protocol import jsonrpc
+from tfunnel.protocol import jsonrpc, modern
 from tfunnel.protocol import session as legacy
-from tfunnel.protocol.eras import LEGACY_VERSIONS, PROTOCOL_VERSION_META, Era, classify
+from tfunnel.protocol.eras import MODERN_VERSIONS, Era, classify
 from tfunnel.protocol.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, Notification, Request
 from tfunnel.protocol.session import ClientSession
-from tfunnel.surface.service import CallContext, Surface
+from tfunnel.router_modern import CONFIRM_SCHEMA, ModernPeer, ModernRouter
+from tfunnel.surface import bridge
+from tfunnel.surface.context import CallContext, ServerRequests
+from tfunnel.surface.service import Surface
 
 log = structlog.get_logger("tfunnel.router")
-
-UNSUPPORTED_PROTOCOL_VERSION = -32022
 
 INSTRUCTIONS = (
     "This gateway keeps its tools behind four meta-tools. Call toolfunnel_list_tools (use "
     "`query` to search) to find a tool, toolfunnel_tool_instructions to learn its arguments, "
     "and toolfunnel_run_tool to run it. toolfunnel_howto explains how to extend the gateway."
 )
-# A yes/no confirmation: accepting the (empty) form is "yes".
-CONFIRM_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
 
 
-class Peer(Protocol):
+class Peer(ModernPeer, Protocol):
     """What a transport offers for server→client messages on one connection."""
 
     # False when the transport cannot carry server→client requests (then `ask` falls back).
@@ -59,7 +59,8 @@ class SessionHooks(Protocol):
 
 class Router:
     def __init__(self, settings: Callable[[], Settings], surface: Surface, hooks: SessionHooks,
-                 audit: AuditLog, started: trio.Event, observer: Observer | None = None) -> None:
+                 audit: AuditLog, started: trio.Event, observer: Observer | None = None, *,
+                 tools_changed: Changes | None = None) -> None:
         self._observer: Observer = observer or NullObserver()
         self._settings = settings
         self._surface = surface
@@ -68,12 +69,20 @@ class Router:
         # Tool requests wait for the upstreams' first attempts (bounded by the startup deadline),
         # so a client's first tools/list already holds the upstream tools that could connect.
         self._started = started
+        self.modern = ModernRouter(settings, surface, started, tools_changed or Changes(), INSTRUCTIONS,
+                                   self._modern_context)
 
     async def handle(self, session: ClientSession, request: Request, peer: Peer | None = None,
                      ) -> dict[str, Any]:
         if classify(request.method, request.params) is Era.MODERN:
-            return self._modern(request)
+            return await self.modern.handle(request, peer)
         method, params = request.method, request.params
+        if not self._settings().serve_legacy:
+            # A modern-only gateway: `initialize` learns the versions served; anything else
+            # lacks the modern envelope.
+            if method == "initialize":
+                raise modern.unsupported_version(params.get("protocolVersion"), MODERN_VERSIONS)
+            return await self.modern.handle(request, peer)
         if method == "initialize":
             return await self._initialize(session, params)
         if method == "ping":
@@ -94,6 +103,10 @@ class Router:
                                                self._call_context(session, request, peer))
             return outcome.to_wire()
         raise ProtocolError(METHOD_NOT_FOUND, f"Method not found: {method}")
+
+    def tool_schema(self, name: Any) -> dict[str, Any] | None:
+        """The inputSchema of a top-level tool (for `Mcp-Param-*` header checks), if listed."""
+        return self._surface.tool_schema(name) if isinstance(name, str) else None
 
     async def respond(self, session: ClientSession, request: Request, peer: Peer | None = None,
                       ) -> dict[str, Any]:
@@ -150,7 +163,30 @@ class Router:
         # Forwarded upstream: the caller's metadata minus protocol-owned keys and its own token.
         forward = {k: v for k, v in meta.items()
                    if k != "progressToken" and not k.startswith("io.modelcontextprotocol/")}
-        return CallContext(session.id, str(request.id), self._asker(session, peer), progress, forward or None)
+        return CallContext(session.id, str(request.id), self._asker(session, peer), progress, forward or None,
+                           server_requests=self._server_requests(session.capabilities, peer))
+
+    def _modern_context(self, request: Request, peer: Peer | None, *, env: modern.Envelope,
+                        resume: dict[str, Any] | None, ask_user: Any) -> CallContext:
+        base = self._call_context(ClientSession(id="modern"), request, peer)
+        bridged = {"elicitation": dict(env.client_capabilities["elicitation"])} \
+            if env.declared("elicitation") else {}
+        return CallContext("", str(request.id), ask_user, base.progress, base.meta, modern=True,
+                           bridged_capabilities=bridged, log_level=env.log_level, resume=resume)
+
+    @staticmethod
+    def _server_requests(capabilities: dict[str, Any], peer: Peer | None) -> ServerRequests | None:
+        """An upstream's questions to a legacy client: real requests to it when it declared the
+        capability and the transport carries requests; otherwise the declined defaults."""
+        if peer is None or not peer.can_request:
+            return None
+
+        async def forward(method: str, params: dict[str, Any]) -> dict[str, Any]:
+            if not bridge.declared(method, capabilities):
+                return bridge.declined(method)
+            return await peer.request(method, params)
+
+        return forward
 
     @staticmethod
     def _asker(session: ClientSession, peer: Peer | None) -> AskUser | None:
@@ -169,13 +205,3 @@ class Router:
             return answer.get("action") == "accept"
 
         return ask
-
-    def _modern(self, request: Request) -> dict[str, Any]:
-        # The 2026-07-28 era is not served yet. `server/discover` gets -32601, which modern
-        # clients treat as "legacy server" and fall back to `initialize`; any other request
-        # that claims the modern era is told which versions are served.
-        if request.method == "server/discover":
-            raise ProtocolError(METHOD_NOT_FOUND, "Method not found: server/discover")
-        requested = request.params["_meta"][PROTOCOL_VERSION_META]
-        raise ProtocolError(UNSUPPORTED_PROTOCOL_VERSION, "Unsupported protocol version",
-                            {"supported": list(LEGACY_VERSIONS), "requested": requested})

@@ -11,7 +11,7 @@ from typing import Any, Protocol
 
 import structlog
 
-from tfunnel.errors import GateDenied
+from tfunnel.errors import GateDenied, InputRequired
 from tfunnel.protocol.results import ToolResult
 
 log = structlog.get_logger("tfunnel.gate")
@@ -71,6 +71,8 @@ async def gated_run(gate: Gate, call: ToolCall, execute: Execute, *, post: bool 
     tell PostToolUse. A deny raises `GateDenied`; a failing gate denies (flagged internal)."""
     try:
         decision = await gate.pre_tool_use(call)
+    except InputRequired:  # an `ask` that a modern client answers on its retry: not a failure
+        raise
     except Exception as exc:  # the gate's own failure must never let a call through
         log.error("gate failed; denying", tool=call.surfaced, error=repr(exc))
         raise GateDenied(f"the gate failed while checking {call.surfaced!r}; denied", internal=True) \

@@ -23,6 +23,33 @@ SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-
 _JSON = [(b"content-type", b"application/json")]
 
 
+class ChannelPeer:
+    """The router's peer for one HTTP request: its notifications go into a channel that a task
+    streams to the client as SSE. HTTP carries no server→client requests here (`ask` falls back).
+    Progress is lossy by design (a full queue drops it); `notify` (listen streams) waits."""
+
+    can_request = False
+
+    def __init__(self, channel: trio.MemorySendChannel[dict[str, Any]] | None, ending: trio.Event) -> None:
+        self._channel = channel
+        self.ending = ending
+
+    async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        raise NotImplementedError("server-to-client requests are not available over HTTP")
+
+    def notify_nowait(self, method: str, params: dict[str, Any]) -> None:
+        if self._channel is None:
+            return
+        try:
+            self._channel.send_nowait(jsonrpc.notification_message(method, params))
+        except (trio.WouldBlock, trio.ClosedResourceError, trio.BrokenResourceError):
+            log.debug("notification dropped", method=method)
+
+    async def notify(self, method: str, params: dict[str, Any]) -> None:
+        if self._channel is not None:
+            await self._channel.send(jsonrpc.notification_message(method, params))
+
+
 async def lifespan(receive: Receive, send: Send) -> None:
     while True:
         message = await receive()

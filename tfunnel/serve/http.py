@@ -11,22 +11,26 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
 import structlog
 import trio
 
+from tfunnel.errors import ProtocolError
 from tfunnel.live import Live
 from tfunnel.observe import CallTally
-from tfunnel.protocol import jsonrpc
-from tfunnel.protocol.eras import LEGACY_VERSIONS, Era, classify
+from tfunnel.protocol import jsonrpc, modern
+from tfunnel.protocol.eras import LEGACY_VERSIONS, MODERN_VERSIONS, Era, classify
+from tfunnel.protocol.headers import check_modern_headers, check_param_headers
 from tfunnel.protocol.jsonrpc import Notification, Request
 from tfunnel.protocol.session import ClientSession
 from tfunnel.router import Router
 from tfunnel.serve import health
 from tfunnel.serve.asgi import (
     SSE_HEADERS,
+    ChannelPeer,
     Receive,
     Scope,
     Send,
@@ -76,23 +80,6 @@ def _allowed_origin(origin: str) -> bool:
         parts.hostname if ":" not in parts.hostname else f"[{parts.hostname}]")
 
 
-class _HttpPeer:
-    """Progress and other request-scoped notifications for one POST, streamed as SSE."""
-
-    can_request = False  # no server→client requests over HTTP yet: `ask` uses its fallback
-
-    def __init__(self, channel: trio.MemorySendChannel[dict[str, Any]] | None) -> None:
-        self._channel = channel
-
-    async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        raise NotImplementedError("server-to-client requests are not available over HTTP yet")
-
-    def notify_nowait(self, method: str, params: dict[str, Any]) -> None:
-        if self._channel is not None:  # progress is lossy by design: a full queue drops it
-            with contextlib.suppress(trio.WouldBlock, trio.ClosedResourceError, trio.BrokenResourceError):
-                self._channel.send_nowait(jsonrpc.notification_message(method, params))
-
-
 class HttpApp:
     def __init__(self, router: Router, live: Live, supervisor: Supervisor, tally: CallTally,
                  sessions: SessionStore, metrics: Metrics) -> None:
@@ -139,6 +126,8 @@ class HttpApp:
                 await plain(send, 405, b"Method Not Allowed")
                 return
             await handler(headers, receive, send)
+        elif path in ("/sse", "/messages", "/messages/") and not self.live.settings.serve_legacy:
+            await plain(send, 405, b"Method Not Allowed: this gateway serves modern MCP only")
         elif path == "/sse" and method == "GET":
             await self.legacy_sse.stream(receive, send)
         elif path in ("/messages", "/messages/") and method == "POST":
@@ -173,10 +162,11 @@ class HttpApp:
         if isinstance(message, Request) and message.method == "initialize":
             await self._initialize(message, send)
             return
-        if isinstance(message, Request) and classify(message.method, message.params) is Era.MODERN:
-            reply = await self.router.respond(self._stateless(), message)
-            status = 404 if reply.get("error", {}).get("code") == jsonrpc.METHOD_NOT_FOUND else 400
-            await json_response(send, status, reply)
+        if self._is_modern(headers, message):
+            if isinstance(message, Request):
+                await self._modern(headers, message, receive, send)
+            else:  # a notification (HTTP cancels by closing the stream) or a stray response
+                await plain(send, 202, b"")
             return
         session = await self._session(headers, send)
         if session is None:
@@ -185,9 +175,40 @@ class HttpApp:
             session.notification(self.router, message)
             await plain(send, 202, b"")
         elif isinstance(message, Request):
-            await self._request(session, message, receive, send)
+            if message.id in session.inflight:
+                await rpc_error(send, 400, message.id, jsonrpc.INVALID_REQUEST, "id is already in flight")
+                return
+            await self._exchange(session.client, message, receive, send, session.inflight)
         else:
             await plain(send, 202, b"")  # a response to a request we never send over HTTP yet
+
+    def _is_modern(self, headers: dict[str, str], message: Request | Notification | object) -> bool:
+        """Per request (PROTOCOL.md §9): the body's `_meta` version, or a non-legacy header; a
+        modern-only gateway takes everything but `initialize` down the modern path."""
+        if not self.live.settings.serve_legacy:
+            return True
+        if isinstance(message, Request | Notification) and \
+                classify(message.method, message.params) is Era.MODERN:
+            return True
+        version = headers.get("mcp-protocol-version")
+        return version is not None and version.strip() not in LEGACY_VERSIONS
+
+    async def _modern(self, headers: dict[str, str], request: Request, receive: Receive, send: Send) -> None:
+        """A stateless request: no session is minted or consulted (`Mcp-Session-Id` is ignored)."""
+        try:
+            envelope = modern.envelope(request.params, supported=None)
+            check_modern_headers(headers, request.method, request.params, envelope.protocol_version)
+            if request.method == "tools/call":
+                schema = self.router.tool_schema(request.params.get("name"))
+                arguments = request.params.get("arguments")
+                if schema is not None and isinstance(arguments, dict):
+                    check_param_headers(headers, schema, arguments)
+        except ProtocolError as exc:
+            await json_response(send, modern.http_status(exc.code),
+                                jsonrpc.error_message(request.id, exc.code, exc.message, exc.data))
+            return
+        await self._exchange(ClientSession(id="modern"), request, receive, send, None,
+                             status_of=modern.http_status)
 
     async def _initialize(self, request: Request, send: Send) -> None:
         session = self.sessions.create()
@@ -218,16 +239,19 @@ class HttpApp:
             return None
         return session
 
-    async def _request(self, session: HttpSession, request: Request, receive: Receive, send: Send) -> None:
-        if request.id in session.inflight:
-            await rpc_error(send, 400, request.id, jsonrpc.INVALID_REQUEST, "id is already in flight")
-            return
+    async def _exchange(self, client: ClientSession, request: Request, receive: Receive, send: Send,
+                        inflight: dict[jsonrpc.RequestId, trio.CancelScope] | None, *,
+                        status_of: Callable[[int], int] = lambda code: 200) -> None:
+        """Answer one request: JSON, or SSE when it streams (progress, listen). A client that
+        disconnects cancels the call through the tree and gets nothing."""
         meta = request.params.get("_meta")
-        streamed = isinstance(meta, dict) and "progressToken" in meta
+        streamed = (isinstance(meta, dict) and "progressToken" in meta) or \
+            request.method == "subscriptions/listen"
         out, queued = trio.open_memory_channel[dict[str, Any]](64) if streamed else (None, None)
-        peer = _HttpPeer(out)
+        peer = ChannelPeer(out, self.stopping)
         scope = trio.CancelScope()
-        session.inflight[request.id] = scope
+        if inflight is not None:
+            inflight[request.id] = scope
         reply: dict[str, Any] | None = None
         try:
             async with trio.open_nursery() as nursery:
@@ -238,7 +262,7 @@ class HttpApp:
                     await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
                     nursery.start_soon(stream_events, queued, send, streamed_all)
                 with scope:
-                    reply = await self.router.respond(session.client, request, peer)
+                    reply = await self.router.respond(client, request, peer)
                 if out is not None:
                     await out.aclose()  # the stream task writes what is queued, then ends
                     await streamed_all.wait()
@@ -246,20 +270,34 @@ class HttpApp:
                     reply = None  # cancelled: nothing is sent for it
                 nursery.cancel_scope.cancel()
         finally:
-            del session.inflight[request.id]
+            if inflight is not None:
+                del inflight[request.id]
         if queued is not None:
             if reply is not None:
                 await send({"type": "http.response.body", "body": sse(reply), "more_body": True})
             await send({"type": "http.response.body", "body": b""})
         elif reply is not None:
-            await json_response(send, 200, reply)
+            error = reply.get("error")
+            await json_response(send, status_of(error["code"]) if error else 200, reply)
         else:
             # Cancelled (by notifications/cancelled, or the client left): no JSON-RPC response is
             # sent, but HTTP still needs an answer; if the client is gone this goes nowhere.
             with contextlib.suppress(OSError, trio.BrokenResourceError, trio.ClosedResourceError):
                 await plain(send, 204, b"")
 
+    async def _legacy_only(self, headers: dict[str, str], send: Send) -> bool:
+        """GET and DELETE exist only for legacy sessions: a modern client or a modern-only
+        gateway gets 405 (PROTOCOL.md §3.6)."""
+        if self._is_modern(headers, None):
+            await send({"type": "http.response.start", "status": 405,
+                        "headers": [(b"allow", b"POST"), (b"content-type", b"text/plain; charset=utf-8")]})
+            await send({"type": "http.response.body", "body": b"Method Not Allowed: modern MCP is POST only"})
+            return True
+        return False
+
     async def _get(self, headers: dict[str, str], receive: Receive, send: Send) -> None:
+        if await self._legacy_only(headers, send):
+            return
         if "text/event-stream" not in headers.get("accept", ""):
             await plain(send, 405, b"Method Not Allowed: GET needs Accept: text/event-stream")
             return
@@ -291,16 +329,14 @@ class HttpApp:
             await send({"type": "http.response.body", "body": b": keep-alive\n\n", "more_body": True})
 
     async def _delete(self, headers: dict[str, str], receive: Receive, send: Send) -> None:
+        if await self._legacy_only(headers, send):
+            return
         session = await self._session(headers, send)
         if session is None:
             return
         self.sessions.remove(session.client.id)
         await self.router.end_session(session.client)
         await plain(send, 200, b"")
-
-    @staticmethod
-    def _stateless() -> ClientSession:
-        return ClientSession(id="stateless")
 
     async def reap_idle_sessions(self) -> None:
         """Forget idle sessions every minute, ending each properly (Stop hooks, audit record)."""
@@ -312,6 +348,10 @@ class HttpApp:
 
     # --- operations -----------------------------------------------------------------------------
 
+    def protocol_versions(self) -> list[str]:
+        legacy = list(reversed(LEGACY_VERSIONS)) if self.live.settings.serve_legacy else []
+        return [*reversed(MODERN_VERSIONS), *legacy]
+
     async def _health(self, send: Send) -> None:
         statistics = self.supervisor.statistics()
         status = health.overall_status(started=self.live.started.is_set(), stopping=self.stopping.is_set(),
@@ -319,8 +359,9 @@ class HttpApp:
         document = health.health_document(
             status=status, server_name=self.live.settings.server_name,
             server_version=self.live.settings.server_version,
-            uptime_s=time.monotonic() - self._started_at, protocol_versions=list(reversed(LEGACY_VERSIONS)),
+            uptime_s=time.monotonic() - self._started_at, protocol_versions=self.protocol_versions(),
             upstreams=statistics, config_errors=self.live.errors,
             calls=health.CallCounts(self.tally.total, self.tally.errors, self.tally.denied),
-            sessions=len(self.sessions), listen_streams=self.sessions.streams())
+            sessions=len(self.sessions),
+            listen_streams=self.sessions.streams() + self.router.modern.listening)
         await json_response(send, health.http_status(status), document)

@@ -19,6 +19,7 @@ from tfunnel.protocol.jsonrpc import Notification, Request
 from tfunnel.router import Router
 from tfunnel.serve.asgi import (
     SSE_HEADERS,
+    ChannelPeer,
     Receive,
     Send,
     end_on,
@@ -35,24 +36,6 @@ log = structlog.get_logger("tfunnel.http")
 KEEPALIVE_S = 15.0
 # Answers and notifications waiting for the stream; a client that stops reading pushes back.
 _QUEUE = 64
-
-
-class _StreamPeer:
-    """Progress notifications for a call go out on the session's stream."""
-
-    can_request = False
-
-    def __init__(self, queue: trio.MemorySendChannel[dict[str, Any]]) -> None:
-        self._queue = queue
-
-    async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        raise NotImplementedError("server-to-client requests are not available over HTTP+SSE")
-
-    def notify_nowait(self, method: str, params: dict[str, Any]) -> None:
-        try:
-            self._queue.send_nowait(jsonrpc.notification_message(method, params))
-        except (trio.WouldBlock, trio.ClosedResourceError, trio.BrokenResourceError):
-            log.debug("progress dropped", method=method)
 
 
 class LegacySse:
@@ -121,7 +104,7 @@ class LegacySse:
                    queue: trio.MemorySendChannel[dict[str, Any]]) -> None:
         with scope:
             try:
-                reply = await self.router.respond(session.client, request, _StreamPeer(queue))
+                reply = await self.router.respond(session.client, request, ChannelPeer(queue, self.stopping))
             finally:
                 del session.inflight[request.id]
             if not scope.cancel_called:

@@ -47,6 +47,7 @@ class StdioServer:
         self._queued = 0  # messages in the spill queue, not yet written
         self._pending: dict[jsonrpc.RequestId, _Pending] = {}
         self._next_request = 0
+        self.ending = trio.Event()  # stdin closed: listen streams end with their final result
 
     async def serve(self, receive: trio.abc.ReceiveStream, send: trio.lowlevel.FdStream) -> None:
         """Serve until `receive` ends, then finish in-flight requests within the grace period."""
@@ -64,6 +65,7 @@ class StdioServer:
                 notifier: trio.CancelScope = await nursery.start(self._notifier)
                 async with trio.open_nursery() as requests:
                     await self._reader(receive, requests)
+                    self.ending.set()
                     log.info("stdin closed; finishing in-flight requests",
                              inflight=len(self._inflight), grace_s=self.grace_s)
                     requests.cancel_scope.deadline = trio.current_time() + self.grace_s
@@ -158,6 +160,9 @@ class StdioServer:
 
     def notify_nowait(self, method: str, params: dict[str, Any]) -> None:
         self._send_nowait(jsonrpc.notification_message(method, params))
+
+    async def notify(self, method: str, params: dict[str, Any]) -> None:
+        await self._send(jsonrpc.notification_message(method, params))
 
     def _send_nowait(self, message: dict[str, Any]) -> None:
         assert self._out is not None

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 import structlog
@@ -17,40 +16,20 @@ import structlog
 from tfunnel.audit import AuditLog
 from tfunnel.config.model import META_TOOL_NAMES, ToolEntry
 from tfunnel.errors import GateDenied, ProtocolError, ToolFailure
-from tfunnel.gate.gated import AskUser, Gate, ToolCall, gated_run
+from tfunnel.gate.gated import Gate, ToolCall, gated_run
 from tfunnel.observe import CallTally, NullObserver, Observer
 from tfunnel.protocol.jsonrpc import INVALID_PARAMS
 from tfunnel.protocol.results import ToolResult
-from tfunnel.surface import meta
+from tfunnel.surface import bridge, meta
 from tfunnel.surface.catalog import Catalog
+from tfunnel.surface.context import CallContext, Upstreams
 from tfunnel.surface.upstream_tools import UpstreamTool
 from tfunnel.surface.validation import validate_args
 
 log = structlog.get_logger("tfunnel.surface")
 
-Progress = Callable[[dict[str, Any]], None]
-
-
-@dataclass(frozen=True)
-class CallContext:
-    """Who is calling: the client session, the request, how to ask its user and how to report
-    progress to it (each only when the client can take it), and its `_meta` to forward."""
-
-    session_id: str = ""
-    call_id: str = ""
-    ask_user: AskUser | None = None
-    progress: Progress | None = None
-    meta: Mapping[str, Any] | None = None
-
-
 class LocalTools(Protocol):
     async def run(self, entry: ToolEntry, args: Mapping[str, Any]) -> ToolResult: ...
-
-
-class Upstreams(Protocol):
-    async def call_tool(self, upstream_id: str, tool: str, arguments: Mapping[str, Any], *,
-                        meta: Mapping[str, Any] | None = None, on_progress: Progress | None = None,
-                        ) -> dict[str, Any]: ...
 
 
 Target = ToolEntry | UpstreamTool
@@ -69,6 +48,13 @@ class Surface:
 
     def list_tools(self) -> list[dict[str, Any]]:
         return self._catalog().top_level(meta.DEFINITIONS)
+
+    def tool_schema(self, name: str) -> dict[str, Any] | None:
+        for tool in self.list_tools():
+            if tool.get("name") == name:
+                schema = tool.get("inputSchema")
+                return schema if isinstance(schema, dict) else None
+        return None
 
     async def call(self, name: str, args: Any, ctx: CallContext) -> ToolResult:
         """`tools/call`. An unknown or unpromoted top-level name is a protocol error (-32602)."""
@@ -177,9 +163,7 @@ class Surface:
                         aliases=(tool.claude_code_name(),), ask_user=ctx.ask_user)
 
         async def forward(final_args: Mapping[str, Any]) -> ToolResult:
-            wire = await self._upstreams.call_tool(tool.upstream, tool.tool, final_args, meta=ctx.meta,
-                                                   on_progress=ctx.progress)
-            return ToolResult.from_wire(wire)
+            return ToolResult.from_wire(await bridge.call(self._upstreams, tool, final_args, ctx))
 
         async def execute(final_args: Mapping[str, Any]) -> ToolResult:
             if final_args is not args:

@@ -1,0 +1,78 @@
+"""One upstream tool call across the era line (PROTOCOL.md §9, "Bridges").
+
+A modern upstream that answers `input_required` is either handed to a modern client as it is
+(`InputRequired`, which the router seals into our own `requestState`) or, for a legacy client,
+answered here: each input request goes to the client as a real request when it declared the
+capability (`CallContext.server_requests`), else gets the declined default, and the upstream is
+retried with the answers and its `requestState` echoed. A legacy upstream's own server→client
+requests take the same `server_requests` path inside the upstream session.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from tfunnel.errors import InputRequired, ProtocolError, ToolFailure
+from tfunnel.surface.context import CallContext, Upstreams
+from tfunnel.surface.upstream_tools import UpstreamTool
+
+# Rounds of questions one call may need before we stop retrying the upstream.
+MAX_INPUT_ROUNDS = 10
+
+
+async def call(upstreams: Upstreams, tool: UpstreamTool, args: Mapping[str, Any],
+               ctx: CallContext) -> dict[str, Any]:
+    """The upstream's complete `CallToolResult` (raises `InputRequired` for a modern client)."""
+    extra = ctx.resume
+    for _ in range(MAX_INPUT_ROUNDS):
+        wire = await upstreams.call_tool(
+            tool.upstream, tool.tool, args, meta=ctx.meta, on_progress=ctx.progress,
+            client_capabilities=ctx.bridged_capabilities, log_level=ctx.log_level, extra=extra,
+            on_request=ctx.server_requests)
+        if wire.get("resultType") != "input_required":
+            return wire
+        requests = wire.get("inputRequests") or {}
+        state = wire.get("requestState")
+        if not isinstance(requests, dict) or not (state is None or isinstance(state, str)):
+            raise ToolFailure(f"upstream {tool.upstream!r} answered {tool.tool!r} with a malformed "
+                              "input_required result")
+        if ctx.modern:
+            raise InputRequired(requests, upstream_state=state)
+        answers = {key: await answer(ctx, request) for key, request in requests.items()}
+        extra = {"inputResponses": answers, **({"requestState": state} if state else {})}
+    raise ToolFailure(f"upstream {tool.upstream!r} asked for input more than {MAX_INPUT_ROUNDS} times "
+                      f"while running {tool.tool!r}; the call was abandoned")
+
+
+async def answer(ctx: CallContext, request: Any) -> dict[str, Any]:
+    """A legacy client's answer to one of an upstream's input requests."""
+    method = request.get("method") if isinstance(request, dict) else None
+    params = request.get("params") if isinstance(request, dict) else None
+    if not isinstance(method, str):
+        raise ToolFailure("an upstream sent an input request without a method")
+    if ctx.server_requests is None:
+        return declined(method)
+    try:
+        return await ctx.server_requests(method, params if isinstance(params, dict) else {})
+    except ProtocolError as exc:
+        raise ToolFailure(f"the client could not answer the upstream's {method}: {exc.message}") from exc
+
+
+def declined(method: str) -> dict[str, Any]:
+    """The answer when the client cannot be asked: an elicitation is declined, roots are none."""
+    if method == "elicitation/create":
+        return {"action": "decline"}
+    if method == "roots/list":
+        return {"roots": []}
+    raise ToolFailure(f"the upstream asked the client for {method!r}, which this client cannot answer")
+
+
+CAPABILITY_OF = {"elicitation/create": "elicitation", "sampling/createMessage": "sampling",
+                 "roots/list": "roots"}
+
+
+def declared(method: str, capabilities: Mapping[str, Any]) -> bool:
+    """Whether the client declared what `method` asks of it."""
+    capability = CAPABILITY_OF.get(method)
+    return capability is not None and isinstance(capabilities.get(capability), Mapping)

@@ -1,0 +1,42 @@
+"""What a tool call carries through the surface: who calls, and how to reach them and upstreams."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from tfunnel.gate.gated import AskUser
+
+Progress = Callable[[dict[str, Any]], None]
+ServerRequests = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
+
+
+@dataclass(frozen=True)
+class CallContext:
+    """Who is calling: the client session, the request, how to ask its user and how to report
+    progress to it (each only when the client can take it), and its `_meta` to forward."""
+
+    session_id: str = ""
+    call_id: str = ""
+    ask_user: AskUser | None = None
+    progress: Progress | None = None
+    meta: Mapping[str, Any] | None = None
+    # The client's era and what an upstream may ask of it (the bridges of PROTOCOL.md §9):
+    # a modern client answers an upstream's questions on its retry (`InputRequired`), a legacy
+    # one through `server_requests` (real requests to it, or the declined defaults).
+    modern: bool = False
+    bridged_capabilities: Mapping[str, Any] = field(default_factory=dict)
+    log_level: str | None = None
+    resume: Mapping[str, Any] | None = None  # inputResponses/requestState for the upstream
+    server_requests: ServerRequests | None = None
+
+
+class Upstreams(Protocol):
+    async def call_tool(self, upstream_id: str, tool: str, arguments: Mapping[str, Any], *,
+                        meta: Mapping[str, Any] | None = None, on_progress: Progress | None = None,
+                        client_capabilities: Mapping[str, Any] | None = None,
+                        log_level: str | None = None, extra: Mapping[str, Any] | None = None,
+                        on_request: ServerRequests | None = None) -> dict[str, Any]: ...
+
+
