@@ -218,7 +218,9 @@ class HttpApp:
         reply = await self.router.respond(session.client, request)
         if "error" in reply:
             self.sessions.remove(session.client.id)
-            await json_response(send, 200, reply)
+            # A modern-only gateway answers `initialize` as the modern era answers errors.
+            legacy = self.live.settings.serve_legacy
+            await json_response(send, 200 if legacy else modern.http_status(reply["error"]["code"]), reply)
             return
         await json_response(send, 200, reply, [(b"mcp-session-id", session.client.id.encode())])
 

@@ -1,0 +1,175 @@
+"""The modern era on stdio (raw wire), MRTR asks through the SDK on both faces, serveLegacy false."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+import trio
+from mcp import Client, StdioServerParameters
+
+from tests.hooks import decision, set_hooks
+from tests.httpgw import http_gateway
+from tests.test_gate_hooks import elicitation
+from tests.wire import Wire, gateway, gateway_argv
+
+pytestmark = pytest.mark.timeout(90)
+
+V = "2026-07-28"
+META = {"io.modelcontextprotocol/protocolVersion": V, "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "wire", "version": "1"}}
+ASKING = {**META, "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}}
+SUB = "io.modelcontextprotocol/subscriptionId"
+
+
+def modern(params: dict[str, Any] | None = None, meta: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {**(params or {}), "_meta": META if meta is None else meta}
+
+
+async def test_both_eras_on_one_pipe_and_the_modern_errors(home: Path) -> None:
+    async with gateway(home) as wire:
+        assert (await wire.initialize())["result"]["protocolVersion"] == "2025-11-25"
+        discover = (await wire.request(1, "server/discover", modern()))["result"]
+        assert discover["supportedVersions"] == [V] and discover["resultType"] == "complete"
+        assert discover["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == "tfunnel"
+        legacy_list = (await wire.request(2, "tools/list"))["result"]
+        modern_list = (await wire.request(3, "tools/list", modern()))["result"]
+        assert legacy_list["tools"] == modern_list["tools"] and "resultType" not in legacy_list
+        assert modern_list["resultType"] == "complete" and modern_list["ttlMs"] >= 0
+        no_caps = {k: v for k, v in META.items() if not k.endswith("clientCapabilities")}
+        assert (await wire.request(4, "tools/list", modern(meta=no_caps)))["error"]["code"] == -32602
+        future = {**META, "io.modelcontextprotocol/protocolVersion": "2099-01-01"}
+        error = (await wire.request(5, "tools/list", modern(meta=future)))["error"]
+        assert error["code"] == -32022 and error["data"] == {"supported": [V], "requested": "2099-01-01"}
+        assert (await wire.request(6, "ping", modern()))["error"]["code"] == -32601
+        assert (await wire.request(7, "ping"))["result"] == {}  # the legacy ping still works
+
+
+async def _listen_events(wire: Wire, listen_id: str, count: int) -> list[dict[str, Any]]:
+    events = []
+    while len(events) < count:
+        message = await wire.recv()
+        if message.get("params", {}).get("_meta", {}).get(SUB) == listen_id or message.get("id") == listen_id:
+            events.append(message)
+        else:
+            wire.stash.append(message)
+    return events
+
+
+async def test_listen_acknowledges_tags_changes_and_ends(home: Path) -> None:
+    """Ack first; a tool surface change arrives tagged; a cancel ends one stream silently; stdin
+    EOF ends the other with its final result."""
+    async with gateway(home) as wire:
+        await wire.send({"jsonrpc": "2.0", "id": "L1", "method": "subscriptions/listen",
+                         "params": modern({"notifications": {"toolsListChanged": True}})})
+        await wire.send({"jsonrpc": "2.0", "id": "L2", "method": "subscriptions/listen",
+                         "params": modern({"notifications": {"resourcesListChanged": True}})})
+        (ack1,) = await _listen_events(wire, "L1", 1)
+        (ack2,) = await _listen_events(wire, "L2", 1)
+        assert ack1["method"] == "notifications/subscriptions/acknowledged"
+        assert ack1["params"]["notifications"] == {"toolsListChanged": True}
+        assert ack2["params"]["notifications"] == {}  # resources are not served: not honoured
+        state = home / "tools" / "tools.state.json"
+        state.write_text(json.dumps({"echo": {"hot": True}}))
+        (changed,) = await _listen_events(wire, "L1", 1)
+        assert changed["method"] == "notifications/tools/list_changed"
+        assert changed["params"]["_meta"][SUB] == "L1"
+        await wire.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "L1"}})
+        await wire.expect_no_reply(0.5)
+        state.write_text(json.dumps({}))
+        await trio.sleep(1.0)  # a change after the cancel reaches nobody
+        assert not any(m.get("params", {}).get("_meta", {}).get(SUB) == "L1" for m in wire.stash)
+        await wire.close_stdin()
+        final = await wire.reply_to("L2")
+        assert final["result"]["resultType"] == "complete" and final["result"]["_meta"][SUB] == "L2"
+        assert await wire.wait_exit() == 0
+
+
+async def test_an_ask_becomes_input_required_and_its_state_is_protected(home: Path, tmp_path: Path) -> None:
+    set_hooks(home, {"command": decision("ask", "Danger ahead")})
+    danger_log = tmp_path / "danger.log"
+    async with gateway(home, {"TOOLFUNNEL_DANGER_LOG": str(danger_log)}) as wire:
+        call = {"name": "toolfunnel_run_tool", "arguments": {"name": "danger", "args": {}}}
+        first = (await wire.request(1, "tools/call", modern(call, ASKING)))["result"]
+        assert first["resultType"] == "input_required" and "ttlMs" not in first
+        (key, question), = first["inputRequests"].items()
+        assert question["method"] == "elicitation/create"
+        assert question["params"]["message"].startswith("Danger ahead")
+        state = first["requestState"]
+        accept = {key: {"action": "accept", "content": {}}}
+        tampered = state[:-2] + ("AA" if not state.endswith("AA") else "BB")
+        refused = await wire.request(2, "tools/call", modern({**call, "inputResponses": accept,
+                                                               "requestState": tampered}, ASKING))
+        assert refused["error"]["code"] == -32602 and "requestState" in refused["error"]["message"]
+        other = {"name": "toolfunnel_run_tool", "arguments": {"name": "danger", "args": {"x": 1}}}
+        rebound = await wire.request(3, "tools/call", modern({**other, "inputResponses": accept,
+                                                               "requestState": state}, ASKING))
+        assert rebound["error"]["code"] == -32602  # a state belongs to its own request
+        assert not danger_log.exists()
+        done = (await wire.request(4, "tools/call", modern({**call, "inputResponses": accept,
+                                                             "requestState": state}, ASKING)))["result"]
+        assert done["resultType"] == "complete" and not done.get("isError"), done
+    assert danger_log.exists()
+
+
+async def test_a_modern_client_without_elicitation_gets_the_fallback(home: Path, tmp_path: Path) -> None:
+    set_hooks(home, {"command": decision("ask", "Danger ahead")})
+    async with gateway(home) as wire:
+        call = {"name": "toolfunnel_run_tool", "arguments": {"name": "danger", "args": {}}}
+        result = (await wire.request(1, "tools/call", modern(call)))["result"]
+        assert result["resultType"] == "complete" and result["isError"] is True
+        assert "askFallback" in result["content"][0]["text"]
+
+
+@pytest.mark.parametrize("face", ["stdio", "http"])
+@pytest.mark.parametrize(("action", "runs"), [("accept", True), ("decline", False)])
+async def test_sdk_modern_client_answers_the_gate_through_mrtr(
+    home: Path, tmp_path: Path, face: str, action: str, runs: bool
+) -> None:
+    """The SDK's auto-mode client runs the MRTR loop with its elicitation callback."""
+    set_hooks(home, {"command": decision("ask", "Danger ahead")})
+    danger_log = tmp_path / "danger.log"
+    env = {"TOOLFUNNEL_DANGER_LOG": str(danger_log)}
+    seen: list[str] = []
+
+    async def drive(target: Any) -> None:
+        async with Client(target, mode="auto", cache=None,
+                          elicitation_callback=elicitation(action, seen)) as client:
+            assert client.protocol_version == V
+            result = await client.call_tool("toolfunnel_run_tool", {"name": "danger", "args": {}})
+            assert result.is_error is (not runs)
+
+    if face == "stdio":
+        await drive(StdioServerParameters(command=sys.executable, args=gateway_argv(home, "serve")[1:], env=env))
+    else:
+        async with http_gateway(home, env) as gw:
+            await drive(f"{gw.url}/mcp")
+    assert len(seen) == 1 and seen[0].startswith("Danger ahead")
+    assert danger_log.exists() is runs
+
+
+async def test_a_modern_only_gateway_refuses_the_legacy_era(home: Path) -> None:
+    settings = json.loads((home / "toolfunnel.json").read_text())
+    (home / "toolfunnel.json").write_text(json.dumps({**settings, "serveLegacy": False}))
+    async with gateway(home) as wire:
+        error = (await wire.initialize())["error"]
+        assert error["code"] == -32022 and error["data"]["supported"] == [V]
+        assert (await wire.request(2, "tools/list"))["error"]["code"] == -32602
+        assert (await wire.request(3, "tools/list", modern()))["result"]["resultType"] == "complete"
+    async with http_gateway(home) as gw, httpx2.AsyncClient(timeout=10) as http:
+        accept = {"accept": "application/json, text/event-stream"}
+        assert (await http.get(f"{gw.url}/mcp", headers={"accept": "text/event-stream"})).status_code == 405
+        assert (await http.delete(f"{gw.url}/mcp")).status_code == 405
+        init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "x"}}}
+        reply = await http.post(f"{gw.url}/mcp", json=init, headers=accept)
+        assert reply.status_code == 400 and reply.json()["error"]["data"]["supported"] == [V]
+        assert "mcp-session-id" not in reply.headers
+        health = (await http.get(f"{gw.url}/health")).json()
+        assert health["protocolVersions"] == [V]
+        async with Client(f"{gw.url}/mcp", mode="auto", cache=None) as client:
+            assert client.protocol_version == V
