@@ -95,8 +95,7 @@ async def test_modern_post_table(home: Path) -> None:
 
 
 async def test_results_carry_result_type_cache_hints_and_server_info(home: Path) -> None:
-    async with http_gateway(home) as gateway:
-        async with httpx2.AsyncClient(timeout=10) as http:
+    async with http_gateway(home) as gateway, httpx2.AsyncClient(timeout=10) as http:
             discover = (await http.post(f"{gateway.url}/mcp", json=body("server/discover"),
                                         headers=headers("server/discover"))).json()["result"]
             assert discover["supportedVersions"] == [V]
@@ -123,8 +122,7 @@ async def test_unsupported_version_names_what_is_supported(home: Path) -> None:
 
 
 async def test_get_and_delete_with_a_modern_header_are_405(home: Path) -> None:
-    async with http_gateway(home) as gateway:
-        async with httpx2.AsyncClient(timeout=10) as http:
+    async with http_gateway(home) as gateway, httpx2.AsyncClient(timeout=10) as http:
             modern = {"accept": "text/event-stream", "mcp-protocol-version": V}
             for reply in (await http.get(f"{gateway.url}/mcp", headers=modern),
                           await http.delete(f"{gateway.url}/mcp", headers=modern)):
@@ -133,9 +131,11 @@ async def test_get_and_delete_with_a_modern_header_are_405(home: Path) -> None:
 
 async def test_a_modern_notification_is_accepted_with_202(home: Path) -> None:
     async with http_gateway(home) as gateway:
-        note = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 3, "_meta": META}}
+        note = {"jsonrpc": "2.0", "method": "notifications/cancelled",
+                "params": {"requestId": 3, "_meta": META}}
         async with httpx2.AsyncClient(timeout=10) as http:
-            reply = await http.post(f"{gateway.url}/mcp", json=note, headers=headers("notifications/cancelled"))
+            reply = await http.post(f"{gateway.url}/mcp", json=note,
+                                    headers=headers("notifications/cancelled"))
         assert reply.status_code == 202
 
 

@@ -50,10 +50,11 @@ async def test_both_eras_on_one_pipe_and_the_modern_errors(home: Path) -> None:
 
 
 async def _listen_events(wire: Wire, listen_id: str, count: int) -> list[dict[str, Any]]:
-    events = []
+    events: list[dict[str, Any]] = []
     while len(events) < count:
         message = await wire.recv()
-        if message.get("params", {}).get("_meta", {}).get(SUB) == listen_id or message.get("id") == listen_id:
+        tag = message.get("params", {}).get("_meta", {}).get(SUB)
+        if tag == listen_id or message.get("id") == listen_id:
             events.append(message)
         else:
             wire.stash.append(message)
@@ -78,7 +79,8 @@ async def test_listen_acknowledges_tags_changes_and_ends(home: Path) -> None:
         (changed,) = await _listen_events(wire, "L1", 1)
         assert changed["method"] == "notifications/tools/list_changed"
         assert changed["params"]["_meta"][SUB] == "L1"
-        await wire.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "L1"}})
+        await wire.send({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                         "params": {"requestId": "L1"}})
         await wire.expect_no_reply(0.5)
         state.write_text(json.dumps({}))
         await trio.sleep(1.0)  # a change after the cancel reaches nobody
@@ -144,7 +146,8 @@ async def test_sdk_modern_client_answers_the_gate_through_mrtr(
             assert result.is_error is (not runs)
 
     if face == "stdio":
-        await drive(StdioServerParameters(command=sys.executable, args=gateway_argv(home, "serve")[1:], env=env))
+        await drive(StdioServerParameters(command=sys.executable, args=gateway_argv(home, "serve")[1:],
+                                          env=env))
     else:
         async with http_gateway(home, env) as gw:
             await drive(f"{gw.url}/mcp")

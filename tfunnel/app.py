@@ -25,6 +25,7 @@ from tfunnel.live import Live
 from tfunnel.observe import Observer
 from tfunnel.router import Router
 from tfunnel.serve.stdio import StdioServer
+from tfunnel.surface.parking import Parking
 from tfunnel.surface.service import Surface
 from tfunnel.tools.runner import LocalRunner
 from tfunnel.upstream.supervisor import Context, Identity, Supervisor
@@ -66,9 +67,6 @@ def build(home: Path, environ: Mapping[str, str] | None = None, observer: Observ
     problems += audit.problems
     for problem in problems:
         log.warning("config problem; using defaults for it", problem=str(problem))
-    if not settings.serve_legacy:
-        log.warning("serveLegacy: false (a modern-only gateway) is not available in this version; "
-                    "serving the legacy era", file="toolfunnel.json")
     live = Live(home, settings, register, state, hooks, expose)
     env = child_environment(home, environ)
     supervisor = Supervisor(Context(home, env, settings.limits,
@@ -78,7 +76,7 @@ def build(home: Path, environ: Mapping[str, str] | None = None, observer: Observ
     gate = HookEngine(home, lambda: live.hooks, lambda: live.settings.gate.ask_fallback, audit, env,
                       observer)
     runner = LocalRunner(home, settings.limits, environ)
-    surface = Surface(lambda: live.catalog, lambda: gate, runner, supervisor, audit, observer)
+    surface = Surface(lambda: live.catalog, lambda: gate, runner, supervisor, audit, observer, Parking())
     router = Router(lambda: live.settings, surface, gate, audit, live.started, observer,
                     tools_changed=live.tools_changed)
     return Gateway(home, live, audit, gate, supervisor, surface, router)
@@ -118,6 +116,7 @@ async def running(gateway: Gateway) -> AsyncIterator[trio.Nursery]:
     async with trio.open_nursery() as nursery:
         nursery.start_soon(_start_upstreams, gateway)
         nursery.start_soon(watch_files, watched_files(gateway))
+        await nursery.start(gateway.surface.parking.run)
         yield nursery
         nursery.cancel_scope.cancel()
 

@@ -27,7 +27,7 @@ from tfunnel.protocol.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, Notificat
 from tfunnel.protocol.session import ClientSession
 from tfunnel.router_modern import CONFIRM_SCHEMA, ModernPeer, ModernRouter
 from tfunnel.surface import bridge
-from tfunnel.surface.context import CallContext, ServerRequests
+from tfunnel.surface.context import CallContext, Resume, ServerRequests
 from tfunnel.surface.service import Surface
 
 log = structlog.get_logger("tfunnel.router")
@@ -167,7 +167,7 @@ class Router:
                            server_requests=self._server_requests(session.capabilities, peer))
 
     def _modern_context(self, request: Request, peer: Peer | None, *, env: modern.Envelope,
-                        resume: dict[str, Any] | None, ask_user: Any) -> CallContext:
+                        resume: Resume | None, ask_user: Any) -> CallContext:
         base = self._call_context(ClientSession(id="modern"), request, peer)
         bridged = {"elicitation": dict(env.client_capabilities["elicitation"])} \
             if env.declared("elicitation") else {}

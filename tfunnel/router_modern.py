@@ -21,7 +21,7 @@ from tfunnel.live import Changes
 from tfunnel.protocol import modern, mrtr
 from tfunnel.protocol.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, Request
 from tfunnel.protocol.session import SERVER_CAPABILITIES
-from tfunnel.surface.context import CallContext
+from tfunnel.surface.context import CallContext, Resume
 from tfunnel.surface.service import Surface
 
 log = structlog.get_logger("tfunnel.router")
@@ -97,12 +97,10 @@ class ModernRouter:
         token = params.get("requestState")
         state = self._sealer.open(token, binding) if token is not None else None
         approved = set(state.approved if state else ())
-        upstream_answers = {k: v for k, v in responses.items() if not k.startswith(CONFIRM_PREFIX)}
-        resume: dict[str, Any] | None = None
-        if state is not None and state.upstream_state is not None:
-            resume = {"inputResponses": upstream_answers, "requestState": state.upstream_state}
-        elif upstream_answers and state is not None:
-            resume = {"inputResponses": upstream_answers}
+        resume = None
+        if state is not None and (state.upstream_state is not None or state.parked is not None):
+            answers = {k: v for k, v in responses.items() if not k.startswith(CONFIRM_PREFIX)}
+            resume = Resume(answers, state.upstream_state, state.parked)
         ctx = self._call_context(request, peer, env=env, resume=resume,
                                  ask_user=self._asker(env, responses, approved))
         await self._wait_started()

@@ -101,8 +101,7 @@ def complete(result: Mapping[str, Any], method: str, server_info: Mapping[str, A
     if kind == "complete" and method in CACHEABLE_METHODS:
         ttl = out.get("ttlMs")
         out["ttlMs"] = ttl if isinstance(ttl, int) and not isinstance(ttl, bool) and ttl >= 0 else LIST_TTL_MS
-        out["cacheScope"] = out.get("cacheScope") if out.get("cacheScope") in ("public", "private") \
-            else CACHE_SCOPE
+        out["cacheScope"] = CACHE_SCOPE  # even an upstream's "public" answer is our operator's view
     meta = out.get("_meta")
     out["_meta"] = {**(meta if isinstance(meta, Mapping) else {}), SERVER_INFO_META: dict(server_info)}
     return out

@@ -14,22 +14,23 @@ from collections.abc import Mapping
 from typing import Any
 
 from tfunnel.errors import InputRequired, ProtocolError, ToolFailure
-from tfunnel.surface.context import CallContext, Upstreams
+from tfunnel.surface.context import CallContext, Progress, ServerRequests, Upstreams
+from tfunnel.surface.parking import Parking
 from tfunnel.surface.upstream_tools import UpstreamTool
 
 # Rounds of questions one call may need before we stop retrying the upstream.
 MAX_INPUT_ROUNDS = 10
 
 
-async def call(upstreams: Upstreams, tool: UpstreamTool, args: Mapping[str, Any],
-               ctx: CallContext) -> dict[str, Any]:
+async def call(upstreams: Upstreams, tool: UpstreamTool, args: Mapping[str, Any], ctx: CallContext,
+               parking: Parking | None = None) -> dict[str, Any]:
     """The upstream's complete `CallToolResult` (raises `InputRequired` for a modern client)."""
-    extra = ctx.resume
+    resume = ctx.resume
+    extra: dict[str, Any] | None = None
+    if resume is not None and resume.upstream_state is not None:
+        extra = {"inputResponses": dict(resume.answers), "requestState": resume.upstream_state}
     for _ in range(MAX_INPUT_ROUNDS):
-        wire = await upstreams.call_tool(
-            tool.upstream, tool.tool, args, meta=ctx.meta, on_progress=ctx.progress,
-            client_capabilities=ctx.bridged_capabilities, log_level=ctx.log_level, extra=extra,
-            on_request=ctx.server_requests)
+        wire = await _once(upstreams, tool, args, ctx, extra, parking)
         if wire.get("resultType") != "input_required":
             return wire
         requests = wire.get("inputRequests") or {}
@@ -43,6 +44,31 @@ async def call(upstreams: Upstreams, tool: UpstreamTool, args: Mapping[str, Any]
         extra = {"inputResponses": answers, **({"requestState": state} if state else {})}
     raise ToolFailure(f"upstream {tool.upstream!r} asked for input more than {MAX_INPUT_ROUNDS} times "
                       f"while running {tool.tool!r}; the call was abandoned")
+
+
+async def _once(upstreams: Upstreams, tool: UpstreamTool, args: Mapping[str, Any], ctx: CallContext,
+                extra: Mapping[str, Any] | None, parking: Parking | None) -> dict[str, Any]:
+    """One upstream round. A modern client that can answer questions gets its call parked, so a
+    legacy upstream's mid-call `elicitation/create` can wait for the client's retry."""
+    async def run(on_request: ServerRequests | None, on_progress: Progress | None) -> dict[str, Any]:
+        return await upstreams.call_tool(
+            tool.upstream, tool.tool, args, meta=ctx.meta, on_progress=on_progress,
+            client_capabilities=ctx.bridged_capabilities, log_level=ctx.log_level, extra=extra,
+            on_request=on_request)
+
+    if ctx.modern and parking is not None:
+        if ctx.resume is not None and ctx.resume.parked is not None:
+            return await parking.resume(ctx.resume.parked, ctx.resume.answers, ctx.progress)
+        if declared("elicitation/create", ctx.bridged_capabilities):
+            async def parked(on_request: ServerRequests, on_progress: Progress) -> dict[str, Any]:
+                async def asked(method: str, params: dict[str, Any]) -> dict[str, Any]:
+                    if declared(method, ctx.bridged_capabilities):
+                        return await on_request(method, params)
+                    return declined(method)
+                return await run(asked, on_progress)
+
+            return await parking.call(parked, ctx.progress)
+    return await run(ctx.server_requests, ctx.progress)
 
 
 async def answer(ctx: CallContext, request: Any) -> dict[str, Any]:

@@ -13,6 +13,15 @@ ServerRequests = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
 
 
 @dataclass(frozen=True)
+class Resume:
+    """A modern client's retry of a call (MRTR): its answers, and where the call stood."""
+
+    answers: Mapping[str, Any]
+    upstream_state: str | None = None  # a modern upstream's own requestState, to echo back
+    parked: str | None = None  # the id of a parked upstream call (`surface.parking`)
+
+
+@dataclass(frozen=True)
 class CallContext:
     """Who is calling: the client session, the request, how to ask its user and how to report
     progress to it (each only when the client can take it), and its `_meta` to forward."""
@@ -28,7 +37,7 @@ class CallContext:
     modern: bool = False
     bridged_capabilities: Mapping[str, Any] = field(default_factory=dict)
     log_level: str | None = None
-    resume: Mapping[str, Any] | None = None  # inputResponses/requestState for the upstream
+    resume: Resume | None = None
     server_requests: ServerRequests | None = None
 
 

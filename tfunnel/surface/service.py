@@ -23,6 +23,7 @@ from tfunnel.protocol.results import ToolResult
 from tfunnel.surface import bridge, meta
 from tfunnel.surface.catalog import Catalog
 from tfunnel.surface.context import CallContext, Upstreams
+from tfunnel.surface.parking import Parking
 from tfunnel.surface.upstream_tools import UpstreamTool
 from tfunnel.surface.validation import validate_args
 
@@ -37,7 +38,8 @@ Target = ToolEntry | UpstreamTool
 
 class Surface:
     def __init__(self, catalog: Callable[[], Catalog], gate: Callable[[], Gate], local: LocalTools,
-                 upstreams: Upstreams, audit: AuditLog, observer: Observer | None = None) -> None:
+                 upstreams: Upstreams, audit: AuditLog, observer: Observer | None = None,
+                 parking: Parking | None = None) -> None:
         self._catalog = catalog
         self._gate = gate
         self._local = local
@@ -45,6 +47,7 @@ class Surface:
         self._audit = audit
         self.tally = CallTally()
         self._observer: Observer = observer or NullObserver()
+        self.parking = parking or Parking()
 
     def list_tools(self) -> list[dict[str, Any]]:
         return self._catalog().top_level(meta.DEFINITIONS)
@@ -163,7 +166,8 @@ class Surface:
                         aliases=(tool.claude_code_name(),), ask_user=ctx.ask_user)
 
         async def forward(final_args: Mapping[str, Any]) -> ToolResult:
-            return ToolResult.from_wire(await bridge.call(self._upstreams, tool, final_args, ctx))
+            return ToolResult.from_wire(await bridge.call(self._upstreams, tool, final_args, ctx,
+                                                          self.parking))
 
         async def execute(final_args: Mapping[str, Any]) -> ToolResult:
             if final_args is not args:

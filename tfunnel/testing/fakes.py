@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from tfunnel.errors import UpstreamUnavailable
@@ -13,5 +13,9 @@ class NoUpstreams:
 
     async def call_tool(self, upstream_id: str, tool: str, arguments: Mapping[str, Any], *,
                         meta: Mapping[str, Any] | None = None,
-                        on_progress: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+                        on_progress: Callable[[dict[str, Any]], None] | None = None,
+                        client_capabilities: Mapping[str, Any] | None = None,
+                        log_level: str | None = None, extra: Mapping[str, Any] | None = None,
+                        on_request: Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]] | None = None,
+                        ) -> dict[str, Any]:
         raise UpstreamUnavailable(f"upstream {upstream_id!r} is not configured")
