@@ -65,7 +65,7 @@ CASES: list[tuple[str, dict[str, str], dict[str, Any], int, int | None]] = [
     ("Mcp-Name differs", headers("tools/call", "other"), body("tools/call", CALL), 400, -32020),
     ("base64 Mcp-Name differs", headers("tools/call", b64("other")), body("tools/call", CALL), 400, -32020),
     ("bad base64", headers("tools/call", "=?base64?***?="), body("tools/call", CALL), 400, -32020),
-    ("unknown method", headers("resources/list"), body("resources/list"), 404, -32601),
+    ("unknown method", headers("completion/complete"), body("completion/complete"), 404, -32601),
     ("removed method ping", headers("ping"), body("ping"), 404, -32601),
     ("removed logging/setLevel", headers("logging/setLevel"), body("logging/setLevel", {"level": "info"}),
      404, -32601),

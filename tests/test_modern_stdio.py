@@ -12,10 +12,13 @@ import pytest
 import trio
 from mcp import Client, StdioServerParameters
 
+from tests.conftest import add_tools
 from tests.hooks import decision, set_hooks
 from tests.httpgw import http_gateway
 from tests.test_gate_hooks import elicitation
-from tests.wire import Wire, gateway, gateway_argv
+from tests.test_stdio_wire import SLEEPER
+from tests.wire import Wire, gateway, gateway_argv, wait_for_file, wait_gone
+from tfunnel.router_modern import MAX_LISTEN_STREAMS
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -50,14 +53,16 @@ async def test_both_eras_on_one_pipe_and_the_modern_errors(home: Path) -> None:
 
 
 async def _listen_events(wire: Wire, listen_id: str, count: int) -> list[dict[str, Any]]:
+    """The next `count` messages of one listen stream (others are kept for later reads)."""
     events: list[dict[str, Any]] = []
-    while len(events) < count:
-        message = await wire.recv()
-        tag = message.get("params", {}).get("_meta", {}).get(SUB)
-        if tag == listen_id or message.get("id") == listen_id:
-            events.append(message)
-        else:
-            wire.stash.append(message)
+    held: list[dict[str, Any]] = []
+    try:
+        while len(events) < count:
+            message = await wire.recv()
+            tag = message.get("params", {}).get("_meta", {}).get(SUB)
+            (events if tag == listen_id or message.get("id") == listen_id else held).append(message)
+    finally:
+        wire.stash.extend(held)
     return events
 
 
@@ -176,3 +181,42 @@ async def test_a_modern_only_gateway_refuses_the_legacy_era(home: Path) -> None:
         assert health["protocolVersions"] == [V]
         async with Client(f"{gw.url}/mcp", mode="auto", cache=None) as client:
             assert client.protocol_version == V
+
+
+async def test_a_modern_cancel_kills_the_call_on_stdio(home: Path, tmp_path: Path) -> None:
+    add_tools(home, SLEEPER, scripts=("sleeper.py",))
+    pidfile = tmp_path / "pids"
+    async with gateway(home) as wire:
+        args = {"seconds": 60, "grandchild": True, "pidfile": str(pidfile)}
+        await wire.send({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": modern(
+            {"name": "toolfunnel_run_tool", "arguments": {"name": "sleeper", "args": args}})})
+        pids = [int(p) for p in (await wait_for_file(pidfile)).split()]
+        await wire.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 9}})
+        assert await wait_gone(pids) == []
+        await wire.expect_silence(1.0)
+
+
+async def test_a_modern_cancel_is_closing_the_http_stream(home: Path, tmp_path: Path) -> None:
+    add_tools(home, SLEEPER, scripts=("sleeper.py",))
+    pidfile = tmp_path / "pids"
+    args = {"seconds": 60, "grandchild": True, "pidfile": str(pidfile)}
+    body = {"jsonrpc": "2.0", "id": 9, "method": "tools/call",
+            "params": modern({"name": "toolfunnel_run_tool", "arguments": {"name": "sleeper", "args": args}})}
+    headers = {"accept": "application/json, text/event-stream", "mcp-protocol-version": V,
+               "mcp-method": "tools/call", "mcp-name": "toolfunnel_run_tool"}
+    async with http_gateway(home) as gw, httpx2.AsyncClient(timeout=30) as http:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(lambda: http.post(f"{gw.url}/mcp", json=body, headers=headers))
+            pids = [int(p) for p in (await wait_for_file(pidfile)).split()]
+            nursery.cancel_scope.cancel()  # the client goes away: the connection closes
+        assert await wait_gone(pids) == []
+
+
+async def test_listen_streams_are_capped(home: Path) -> None:
+    async with gateway(home) as wire:
+        for n in range(MAX_LISTEN_STREAMS):
+            await wire.send({"jsonrpc": "2.0", "id": f"L{n}", "method": "subscriptions/listen",
+                             "params": modern({"notifications": {"toolsListChanged": True}})})
+        over = await wire.request("over", "subscriptions/listen",
+                                  modern({"notifications": {"toolsListChanged": True}}))
+        assert over["error"]["code"] == -32603 and "too many listen streams" in over["error"]["message"]

@@ -24,7 +24,7 @@ from tfunnel.protocol import jsonrpc, modern
 from tfunnel.protocol import session as legacy
 from tfunnel.protocol.eras import MODERN_VERSIONS, Era, classify
 from tfunnel.protocol.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, Notification, Request
-from tfunnel.protocol.session import ClientSession
+from tfunnel.protocol.session import EMPTY_LISTS, ClientSession
 from tfunnel.router_modern import CONFIRM_SCHEMA, ModernPeer, ModernRouter
 from tfunnel.surface import bridge
 from tfunnel.surface.context import CallContext, Resume, ServerRequests
@@ -72,9 +72,11 @@ class Router:
         self.modern = ModernRouter(settings, surface, started, tools_changed or Changes(), INSTRUCTIONS,
                                    self._modern_context)
 
-    async def handle(self, session: ClientSession, request: Request, peer: Peer | None = None,
-                     ) -> dict[str, Any]:
-        if classify(request.method, request.params) is Era.MODERN:
+    async def handle(self, session: ClientSession, request: Request, peer: Peer | None = None, *,
+                     era: Era | None = None) -> dict[str, Any]:
+        """Answer `request` in its era: `era` when the transport decided it (an HTTP version
+        header), else from the request itself."""
+        if (era or classify(request.method, request.params)) is Era.MODERN:
             return await self.modern.handle(request, peer)
         method, params = request.method, request.params
         if not self._settings().serve_legacy:
@@ -93,6 +95,10 @@ class Router:
             if not self._started.is_set():  # Event.wait() yields even when set: a needless pass
                 await self._started.wait()
             return {"tools": self._surface.list_tools()}
+        if method in EMPTY_LISTS:
+            return {EMPTY_LISTS[method]: []}
+        if method in ("prompts/get", "resources/read"):
+            raise ProtocolError(INVALID_PARAMS, f"Invalid params: no such {method.split('/')[0][:-1]}")
         if method == "tools/call":
             name = params.get("name")
             if not isinstance(name, str) or not name:
@@ -108,13 +114,13 @@ class Router:
         """The inputSchema of a top-level tool (for `Mcp-Param-*` header checks), if listed."""
         return self._surface.tool_schema(name) if isinstance(name, str) else None
 
-    async def respond(self, session: ClientSession, request: Request, peer: Peer | None = None,
-                      ) -> dict[str, Any]:
+    async def respond(self, session: ClientSession, request: Request, peer: Peer | None = None, *,
+                      era: Era | None = None) -> dict[str, Any]:
         """The JSON-RPC response to `request`: the one place a failure becomes a JSON-RPC error
         (an unexpected exception is logged and answered -32603 without its text)."""
         started = time.monotonic()
         try:
-            result = await self.handle(session, request, peer)
+            result = await self.handle(session, request, peer, era=era)
         except ProtocolError as exc:
             reply = jsonrpc.error_message(request.id, exc.code, exc.message, exc.data)
         except Exception:

@@ -10,7 +10,12 @@ from tfunnel.errors import ProtocolError
 from tfunnel.protocol.eras import negotiate_legacy
 from tfunnel.protocol.jsonrpc import INVALID_PARAMS
 
-SERVER_CAPABILITIES: Mapping[str, Any] = {"tools": {"listChanged": True}}
+# Prompts and resources are declared and listed empty: a gateway of tools has none yet, and an
+# empty list (cacheable in the modern era) says so better than "method not found".
+SERVER_CAPABILITIES: Mapping[str, Any] = {"tools": {"listChanged": True}, "prompts": {}, "resources": {}}
+# The list methods of the declared-but-empty capabilities, and the key of each list.
+EMPTY_LISTS: Mapping[str, str] = {"prompts/list": "prompts", "resources/list": "resources",
+                                  "resources/templates/list": "resourceTemplates"}
 
 
 @dataclass

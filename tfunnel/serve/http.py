@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -159,7 +158,8 @@ class HttpApp:
         message = await read_message(receive, send, BODY_CAP)
         if message is None:
             return
-        if isinstance(message, Request) and message.method == "initialize":
+        if (isinstance(message, Request) and message.method == "initialize"
+                and not self._modern_header(headers)):
             await self._initialize(message, send)
             return
         if self._is_modern(headers, message):
@@ -190,6 +190,11 @@ class HttpApp:
         if isinstance(message, Request | Notification) and \
                 classify(message.method, message.params) is Era.MODERN:
             return True
+        return self._modern_header(headers)
+
+    @staticmethod
+    def _modern_header(headers: dict[str, str]) -> bool:
+        """A version header outside the legacy list: the modern era (where `initialize` is -32601)."""
         version = headers.get("mcp-protocol-version")
         return version is not None and version.strip() not in LEGACY_VERSIONS
 
@@ -207,8 +212,7 @@ class HttpApp:
             await json_response(send, modern.http_status(exc.code),
                                 jsonrpc.error_message(request.id, exc.code, exc.message, exc.data))
             return
-        await self._exchange(ClientSession(id="modern"), request, receive, send, None,
-                             status_of=modern.http_status)
+        await self._exchange(ClientSession(id="modern"), request, receive, send, None, era=Era.MODERN)
 
     async def _initialize(self, request: Request, send: Send) -> None:
         session = self.sessions.create()
@@ -243,7 +247,7 @@ class HttpApp:
 
     async def _exchange(self, client: ClientSession, request: Request, receive: Receive, send: Send,
                         inflight: dict[jsonrpc.RequestId, trio.CancelScope] | None, *,
-                        status_of: Callable[[int], int] = lambda code: 200) -> None:
+                        era: Era | None = None) -> None:
         """Answer one request: JSON, or SSE when it streams (progress, listen). A client that
         disconnects cancels the call through the tree and gets nothing."""
         meta = request.params.get("_meta")
@@ -264,7 +268,7 @@ class HttpApp:
                     await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
                     nursery.start_soon(stream_events, queued, send, streamed_all)
                 with scope:
-                    reply = await self.router.respond(client, request, peer)
+                    reply = await self.router.respond(client, request, peer, era=era)
                 if out is not None:
                     await out.aclose()  # the stream task writes what is queued, then ends
                     await streamed_all.wait()
@@ -280,7 +284,8 @@ class HttpApp:
             await send({"type": "http.response.body", "body": b""})
         elif reply is not None:
             error = reply.get("error")
-            await json_response(send, status_of(error["code"]) if error else 200, reply)
+            status = modern.http_status(error["code"]) if error and era is Era.MODERN else 200
+            await json_response(send, status, reply)
         else:
             # Cancelled (by notifications/cancelled, or the client left): no JSON-RPC response is
             # sent, but HTTP still needs an answer; if the client is gone this goes nowhere.
