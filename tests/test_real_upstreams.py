@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import trio
 from mcp import Client, MCPError, StdioServerParameters
-from mcp.types import CallToolResult, Tool
+from mcp.types import CallToolResult, ElicitResult, Tool
 
 from tests.test_sdk_stdio import payload, text
 
@@ -73,12 +73,27 @@ async def gateway(home: Path) -> AsyncIterator[Client]:
         yield client
 
 
+async def _decline(context: Any, params: Any) -> ElicitResult:
+    return ElicitResult(action="decline")
+
+
 @asynccontextmanager
 async def direct(command: Path, *args: str) -> AsyncIterator[Client]:
-    """The SDK client on the upstream itself, spawned by the SDK (no tfunnel in between)."""
+    """The SDK client on the upstream itself, spawned by the SDK (no tfunnel in between). Like
+    tfunnel it declares elicitation, so the upstream offers the same tools to both."""
     async with Client(StdioServerParameters(command=str(command), args=list(args)),
-                      mode="legacy", cache=None) as client:
+                      mode="legacy", cache=None, elicitation_callback=_decline) as client:
         yield client
+
+
+# Tools an upstream offers only to clients that declare URL-mode elicitation, which the SDK client
+# declares and tfunnel (form mode only) does not.
+URL_ELICITATION_ONLY = frozenset({"trigger-url-elicitation"})
+
+
+async def tools_of(upstream: Client) -> list[Tool]:
+    """What the upstream lists to tfunnel: its tools for a form-elicitation client."""
+    return [t for t in (await upstream.list_tools()).tools if t.name not in URL_ELICITATION_ONLY]
 
 
 
@@ -228,7 +243,7 @@ async def test_everything_server_echo_sum_and_progress(home: Path) -> None:
         seen.append((progress, total, message))
 
     async with direct(EVERYTHING_SERVER, "stdio") as upstream:
-        own = {t.name: t for t in (await upstream.list_tools()).tools}
+        own = {t.name: t for t in await tools_of(upstream)}
         names = list(own)
         arithmetic = next(n for n in ("get-sum", "add") if n in names)
         long_op = next(n for n in ("trigger-long-running-operation", "longRunningOperation") if n in names)
@@ -287,7 +302,7 @@ async def test_three_upstreams_at_once_despite_a_hung_one(home: Path) -> None:
                                        ("git", GIT_SERVER, ["--repository", str(repo)]),
                                        ("everything", EVERYTHING_SERVER, ["stdio"])):
         async with direct(command, *args) as upstream:
-            own[upstream_id] = [t.name for t in (await upstream.list_tools()).tools]
+            own[upstream_id] = [t.name for t in await tools_of(upstream)]
     started = time.monotonic()
     async with gateway(home) as client:
         top = [t.name for t in (await client.list_tools()).tools]

@@ -152,6 +152,9 @@ class Signals:
                     continue
                 log.info("signal received; shutting down", signal=signal.Signals(signum).name)
                 self.exit_code = EXIT_SIGINT if signum == signal.SIGINT else EXIT_SIGTERM
+                # Whoever signals may SIGKILL us soon (an MCP client does after 2 s): children
+                # must be gone before that, or they would outlive the gateway.
+                self._gateway.supervisor.hurry()
                 self.on_stop()
                 return
 

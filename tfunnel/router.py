@@ -169,7 +169,11 @@ class Router:
         # Forwarded upstream: the caller's metadata minus protocol-owned keys and its own token.
         forward = {k: v for k, v in meta.items()
                    if k != "progressToken" and not k.startswith("io.modelcontextprotocol/")}
+        elicitation = session.capabilities.get("elicitation")
+        bridged = {"elicitation": elicitation} \
+            if isinstance(elicitation, dict) and peer is not None and peer.can_request else {}
         return CallContext(session.id, str(request.id), self._asker(session, peer), progress, forward or None,
+                           bridged_capabilities=bridged,
                            server_requests=self._server_requests(session.capabilities, peer))
 
     def _modern_context(self, request: Request, peer: Peer | None, *, env: modern.Envelope,

@@ -20,7 +20,7 @@ Methods:
   notifications/cancelled    {requestId, reason?}: appends json(requestId) + "\\n" to --cancel-log (for any
                              id, known or not) and marks an in-flight request cancelled: it never answers.
   server/discover, others    -> -32601 (a legacy-only server). Notifications are never answered.
-  responses from the client  are matched to our own server->client requests (ping_client).
+  responses from the client  are matched to our own server->client requests (ping_client, elicit).
   bad input                  non-JSON line -> -32700, non-object or an id not string/int -> -32600 (id null).
 
 Tools (bad argument types give an isError result, not a protocol error):
@@ -47,6 +47,11 @@ Tools (bad argument types give an isError result, not a protocol error):
   ping_client {}           sends a server->client `ping` (id "mock-ping-N"), waits up to 10 s: text
                            "client answered ping"; isError "client ping failed: <error JSON>" on an
                            error response; isError "no answer to ping" on timeout.
+  elicit {message="Proceed?"}
+                           sends `elicitation/create` (id "mock-elicit-N", form mode, schema with a
+                           boolean `ok`), waits up to 10 s: text = JSON {"action", "content"} of the
+                           answer (content null when absent); isError "client elicitation failed:
+                           <error JSON>" on an error response; isError "no answer to elicitation".
   extra {}                 (only while toggled on) text "extra".
 
 Options (applied in this order at start):
@@ -59,6 +64,11 @@ Options (applied in this order at start):
   --tools NAMES            comma-separated subset of the tools above to advertise and serve (default all;
                            `extra` follows change_tools regardless).
   --name NAME              serverInfo.name (default "mock-upstream").
+  --method-log PATH        file that the method of every request and notification received is appended
+                           to, one per line, before it is handled.
+  --silent-before-initialize
+                           requests other than `initialize` that arrive before it are never answered
+                           (an era probe then times out).
 """
 
 from __future__ import annotations
@@ -79,7 +89,8 @@ JSON = dict[str, Any]
 VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
 LATEST = "2025-11-25"
 CHUNK = 64 * 1024
-CLIENT_PING_TIMEOUT = 10.0
+CLIENT_PING_TIMEOUT = 10.0  # also how long `elicit` waits for its answer
+ELICIT_SCHEMA: JSON = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
 
 
 def _schema(properties: JSON | None = None, required: tuple[str, ...] = ()) -> JSON:
@@ -108,6 +119,8 @@ TOOL_SPECS: dict[str, tuple[str, JSON]] = {
     "spawn": ("Start a grandchild `sleep 300`; answer its pid.", _schema()),
     "change_tools": ("Toggle the `extra` tool and send tools/list_changed.", _schema()),
     "ping_client": ("Ping the client and report whether it answered.", _schema()),
+    "elicit": ("Ask the client a yes/no question; answer with its reply.",
+               _schema({"message": {"type": "string"}})),
 }
 EXTRA_SPEC = ("Present only after change_tools.", _schema())
 
@@ -175,6 +188,7 @@ class Server:
         self.state_lock = threading.Lock()
         self.in_flight: dict[Any, Call] = {}
         self.extra_on = False
+        self.initialized = False
         self.ping_seq = 0
         self.ping_waiters: dict[str, tuple[threading.Event, list[JSON]]] = {}
         self.children: list[subprocess.Popen[bytes]] = []  # kept so Popen objects are not collected
@@ -210,6 +224,9 @@ class Server:
             return
         method, request_id, params = message.get("method"), message.get("id"), message.get("params")
         params = params if isinstance(params, dict) else {}
+        if isinstance(method, str) and self.opts.method_log:
+            with open(self.opts.method_log, "a", encoding="utf-8") as fh:
+                fh.write(method + "\n")
         if not isinstance(method, str):
             self.on_response(message)
         elif request_id is None:
@@ -218,7 +235,10 @@ class Server:
                 self.on_cancelled(params.get("requestId"))
         elif isinstance(request_id, bool) or not isinstance(request_id, str | int):
             self.send_error(None, -32600, "Invalid Request: id must be a string or an integer")
+        elif self.opts.silent_before_initialize and not self.initialized and method != "initialize":
+            log(f"silent to {method} before initialize")
         else:
+            self.initialized = self.initialized or method == "initialize"
             call = Call(request_id, method, params)
             # Registered here, on the reader thread, so a cancel read right after it always finds it.
             with self.state_lock:
@@ -367,21 +387,39 @@ class Server:
         self.send({"method": "notifications/tools/list_changed"})
         return _text("tools changed")
 
-    def tool_ping_client(self, call: Call) -> JSON:
+    def ask_client(self, kind: str, method: str, params: JSON | None = None) -> JSON | None:
+        """Send a server->client request and wait for the client's response message (None: none came)."""
         with self.state_lock:
             self.ping_seq += 1
-            ping_id = f"mock-ping-{self.ping_seq}"
+            ask_id = f"mock-{kind}-{self.ping_seq}"
             done, box = threading.Event(), list[JSON]()
-            self.ping_waiters[ping_id] = (done, box)
-        self.send({"id": ping_id, "method": "ping"})
+            self.ping_waiters[ask_id] = (done, box)
+        self.send({"id": ask_id, "method": method, **({"params": params} if params is not None else {})})
         if not done.wait(CLIENT_PING_TIMEOUT):
             with self.state_lock:
-                self.ping_waiters.pop(ping_id, None)
+                self.ping_waiters.pop(ask_id, None)
+            return None
+        return box[0]
+
+    def tool_ping_client(self, call: Call) -> JSON:
+        response = self.ask_client("ping", "ping")
+        if response is None:
             return _text("no answer to ping", is_error=True)
-        error = box[0].get("error")
+        error = response.get("error")
         if error is not None:
             return _text(f"client ping failed: {json.dumps(error)}", is_error=True)
         return _text("client answered ping")
+
+    def tool_elicit(self, call: Call) -> JSON:
+        message = call.args.get("message", "Proceed?")
+        response = self.ask_client("elicit", "elicitation/create", {
+            "mode": "form", "message": str(message), "requestedSchema": ELICIT_SCHEMA})
+        if response is None:
+            return _text("no answer to elicitation", is_error=True)
+        if response.get("error") is not None:
+            return _text(f"client elicitation failed: {json.dumps(response['error'])}", is_error=True)
+        result = response.get("result") or {}
+        return _text(json.dumps({"action": result.get("action"), "content": result.get("content")}))
 
     def tool_extra(self, call: Call) -> JSON:
         return _text("extra")
@@ -418,6 +456,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--tools", metavar="NAMES", type=_tool_list, default=list(TOOL_SPECS),
                         help="comma-separated tools to advertise (default all)")
     parser.add_argument("--name", default="mock-upstream", help="serverInfo.name")
+    parser.add_argument("--method-log", metavar="PATH", help="append every received method here")
+    parser.add_argument("--silent-before-initialize", action="store_true",
+                        help="never answer requests that arrive before initialize")
     return parser.parse_args(argv)
 
 

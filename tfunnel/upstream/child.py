@@ -25,6 +25,8 @@ log = structlog.get_logger("tfunnel.upstream")
 # long, then SIGTERM the group and give it as long again before SIGKILL.
 STDIN_GRACE_S = 2.0
 TERM_GRACE_S = 2.0
+# The SIGTERM grace when the gateway is stopping by a signal.
+URGENT_TERM_GRACE_S = 0.5
 # How much of an upstream's stderr we keep for /health and logs (never for clients).
 STDERR_TAIL_BYTES = 4096
 
@@ -84,16 +86,17 @@ async def drain_stderr(proc: trio.Process, tail: StderrTail) -> None:
         pass
 
 
-async def stop(proc: trio.Process) -> int | None:
-    """The MCP stdio shutdown sequence; returns the exit status. Call shielded from cancellation."""
+async def stop(proc: trio.Process, urgent: trio.Event | None = None) -> int | None:
+    """The MCP stdio shutdown sequence; returns the exit status. Call shielded from cancellation.
+
+    Once `urgent` is set (the gateway itself was told to stop by a signal, and whoever sent it
+    may follow with SIGKILL soon) the stdin grace ends at once and the SIGTERM grace is short."""
     if proc.stdin is not None:
         await proc.stdin.aclose()
-    with trio.move_on_after(STDIN_GRACE_S):
-        await proc.wait()
+    await _wait(proc, STDIN_GRACE_S, urgent, 0.0)
     if proc.returncode is None:
         killpg(proc.pid, signal.SIGTERM)
-        with trio.move_on_after(TERM_GRACE_S):
-            await proc.wait()
+        await _wait(proc, TERM_GRACE_S, urgent, URGENT_TERM_GRACE_S)
     if proc.returncode is None:
         killpg(proc.pid, signal.SIGKILL)
         await proc.wait()
@@ -102,3 +105,18 @@ async def stop(proc: trio.Process) -> int | None:
         if stream is not None:
             await stream.aclose()
     return proc.returncode
+
+
+async def _wait(proc: trio.Process, grace_s: float, urgent: trio.Event | None, urgent_grace_s: float) -> None:
+    """Wait up to `grace_s` for the child to exit, or up to `urgent_grace_s` once `urgent` is set."""
+    with trio.move_on_after(grace_s) as scope:
+        if urgent is None:
+            await proc.wait()
+            return
+        async with trio.open_nursery() as nursery:
+            async def hurry() -> None:
+                await urgent.wait()
+                scope.deadline = min(scope.deadline, trio.current_time() + urgent_grace_s)
+            nursery.start_soon(hurry)
+            await proc.wait()
+            nursery.cancel_scope.cancel()

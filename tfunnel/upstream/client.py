@@ -61,9 +61,15 @@ class ClientCore:
             return Garbage(item[:200], exc.message)
 
 
+# What we declare in the legacy handshake: elicitation, which a call's caller answers or we
+# decline (sampling and roots requests are still routed to a caller, or answered by default).
+LEGACY_CLIENT_CAPABILITIES: dict[str, Any] = {"elicitation": {}}
+
+
 def initialize_params(client_name: str, client_version: str) -> dict[str, Any]:
-    """What we offer in the legacy handshake: the newest legacy version, no client features."""
-    return {"protocolVersion": LATEST_LEGACY, "capabilities": {},
+    """What we offer in the legacy handshake: the newest legacy version, elicitation."""
+    return {"protocolVersion": LATEST_LEGACY,
+            "capabilities": {k: dict(v) for k, v in LEGACY_CLIENT_CAPABILITIES.items()},
             "clientInfo": {"name": client_name, "version": client_version}}
 
 

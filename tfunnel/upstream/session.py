@@ -6,22 +6,29 @@ Requests time out by kind:
 control calls after `request_timeout`, payload calls after `timeout` re-armed by each matching
 progress notification, never past an absolute maximum. A timed-out or cancelled request is
 cancelled upstream with `notifications/cancelled` carrying the upstream's own request id.
+
+Once the handshake picked the modern era (`modern_version` set), every request carries the
+per-request `_meta` envelope (PROTOCOL.md §3.2). Legacy upstreams may send requests of their own
+during a call: `ping` is answered here; `elicitation/create`, `sampling/createMessage` and
+`roots/list` go to the `on_request` handler of an in-flight call (see `_owner`), each in its own
+task so the reader never waits on a person answering a question.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
 import trio
 
-from tfunnel.errors import UpstreamError, UpstreamTimeout
+from tfunnel.errors import ProtocolError, UpstreamError, UpstreamTimeout
 from tfunnel.linewriter import LineWriter
 from tfunnel.protocol import jsonrpc
 from tfunnel.protocol.jsonrpc import Notification, Request, Response
+from tfunnel.protocol.modern import request_meta
 from tfunnel.upstream.client import (
     ClientCore,
     Garbage,
@@ -40,7 +47,27 @@ CANCEL_WRITE_S = 1.0
 # A payload call re-armed by progress still ends after this many payload windows.
 ABSOLUTE_MAX_WINDOWS = 10
 
+# Server→client requests a caller may answer (legacy era), and what we answer without one.
+BRIDGED_REQUESTS = frozenset({"elicitation/create", "sampling/createMessage", "roots/list"})
+UNANSWERED_DEFAULTS: dict[str, dict[str, Any]] = {"elicitation/create": {"action": "decline"},
+                                                   "roots/list": {"roots": []}}
+# Keys of `_meta` that belong to the protocol: on a modern request they are ours, never a caller's.
+PROTOCOL_META_PREFIX = "io.modelcontextprotocol/"
+
 Progress = Callable[[dict[str, Any]], None]
+ServerRequests = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
+"""Answers a server→client request (method, params) with its result; raise `ProtocolError` to
+answer with that error instead."""
+
+
+class UpstreamRemoteError(UpstreamError):
+    """The upstream answered a request with a JSON-RPC error (`code`, `data` kept)."""
+
+    def __init__(self, message: str, *, code: int, remote_message: str, data: Any = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.remote_message = remote_message
+        self.data = data
 
 
 @dataclass
@@ -51,6 +78,8 @@ class _Pending:
     window: float
     rearms: bool = False
     on_progress: Progress | None = None
+    on_request: ServerRequests | None = None
+    handlers: set[trio.CancelScope] = field(default_factory=set)  # requests answered for this call
     done: trio.Event = field(default_factory=trio.Event)
     response: Response | None = None
     failure: UpstreamError | None = None
@@ -67,13 +96,21 @@ class UpstreamSession:
         self._pending: dict[jsonrpc.RequestId, _Pending] = {}
         self._by_token: dict[str, jsonrpc.RequestId] = {}
         self._writer = LineWriter(send) if isinstance(send, trio.lowlevel.FdStream) else None
-        self._send_stream = send
+        self._send_lock = trio.StrictFIFOLock()  # whole lines on streams without a LineWriter
         self._closed: UpstreamError | None = None
+        self._tasks: trio.Nursery | None = None
+        # Set by the handshake when the upstream speaks the modern era.
+        self.modern_version: str | None = None
+        self.client_info: dict[str, Any] = {}
 
     async def run(self) -> None:
         """Read until the upstream closes its output. In-flight requests stay pending until the
-        owner calls `fail_all` with the reason (e.g. the exit status)."""
-        await self._reader()
+        owner calls `fail_all` with the reason (e.g. the exit status); requests the upstream was
+        still waiting on are abandoned (nobody is left to answer)."""
+        async with trio.open_nursery() as tasks:
+            self._tasks = tasks
+            await self._reader()
+            tasks.cancel_scope.cancel()
 
     async def close_input(self) -> None:
         """Close the upstream's stdin (the first step of the stdio shutdown)."""
@@ -87,7 +124,8 @@ class UpstreamSession:
             if self._writer is not None:
                 await self._writer.write(line)
             else:
-                await self._send_stream.send_all(line)
+                async with self._send_lock:
+                    await self._send_stream.send_all(line)
         except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
             raise UpstreamError(f"upstream {self.upstream_id!r} is not reading its input") from exc
 
@@ -100,13 +138,20 @@ class UpstreamSession:
                 pending.done.set()
 
     async def request(self, method: str, params: dict[str, Any], *, timeout_s: float,
-                      payload: bool = False, on_progress: Progress | None = None) -> dict[str, Any]:
-        """Send a request and wait for its result; raise `UpstreamError` (incl. for an error answer)."""
+                      payload: bool = False, on_progress: Progress | None = None,
+                      on_request: ServerRequests | None = None,
+                      capabilities: Mapping[str, Any] | None = None,
+                      log_level: str | None = None) -> dict[str, Any]:
+        """Send a request and wait for its result; raise `UpstreamError` (`UpstreamRemoteError`
+        for an error answer). `capabilities` and `log_level` go into a modern request's `_meta`;
+        `on_request` answers the upstream's own requests while this one is in flight."""
         if self._closed is not None:
             raise self._closed
+        if self.modern_version is not None:
+            params = {**params, "_meta": self._modern_meta(params.get("_meta"), capabilities, log_level)}
         now = trio.current_time()
         hard = now + timeout_s * (ABSOLUTE_MAX_WINDOWS if payload else 1)
-        pending = _Pending(method, now + timeout_s, hard, timeout_s, payload, on_progress)
+        pending = _Pending(method, now + timeout_s, hard, timeout_s, payload, on_progress, on_request)
         request_id = self._core.new_id()
         if payload:
             # Always ask for progress on payload calls: it re-arms the window even when no client
@@ -126,14 +171,29 @@ class UpstreamSession:
         finally:
             del self._pending[request_id]
             self._by_token.pop(_token(request_id), None)
+            for scope in pending.handlers:  # the upstream's questions outlived the call
+                scope.cancel()
         if pending.failure is not None:
             raise pending.failure
         response = pending.response
         assert response is not None
         if response.error is not None:
             message = str(response.error.get("message", "error"))
-            raise UpstreamError(f"upstream {self.upstream_id!r} answered {method} with an error: {message}")
+            code = response.error.get("code")
+            raise UpstreamRemoteError(
+                f"upstream {self.upstream_id!r} answered {method} with an error: {message}",
+                code=code if isinstance(code, int) and not isinstance(code, bool) else jsonrpc.INTERNAL_ERROR,
+                remote_message=message, data=response.error.get("data"))
         return response.result or {}
+
+    def _modern_meta(self, caller: Any, capabilities: Mapping[str, Any] | None,
+                     log_level: str | None) -> dict[str, Any]:
+        """The caller's `_meta` (progress token, trace context...) under our protocol keys."""
+        assert self.modern_version is not None
+        kept = {k: v for k, v in caller.items() if not k.startswith(PROTOCOL_META_PREFIX)} \
+            if isinstance(caller, Mapping) else {}
+        return {**kept, **request_meta(self.modern_version, self.client_info, capabilities or {},
+                                       log_level=log_level)}
 
     async def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
         await self._write(encode_notification(method, params))
@@ -180,11 +240,7 @@ class UpstreamSession:
             else:
                 self._on_notification(event)
         elif isinstance(event, Request):
-            # Server→client requests: ping is answered; the rest are not offered by this client.
-            answer = (encode_response(event.id, {}) if event.method == "ping" else
-                      encode_error(event.id, jsonrpc.METHOD_NOT_FOUND, f"Method not found: {event.method}"))
-            with contextlib.suppress(UpstreamError):  # the child is going away; the supervisor sees it
-                await self._write(answer)
+            await self._server_request(event)
         elif isinstance(event, OversizeResponse):
             log.warning("upstream line over the cap dropped", upstream=self.upstream_id,
                         size_at_least=event.size_at_least, request=event.request_id)
@@ -196,6 +252,57 @@ class UpstreamSession:
         else:
             log.warning("upstream wrote a non-JSON-RPC line; skipped", upstream=self.upstream_id,
                         error=event.error)
+
+    async def _server_request(self, request: Request) -> None:
+        """Answer `ping` and anything no call can answer at once; hand the rest to a task."""
+        owner = self._owner() if request.method in BRIDGED_REQUESTS else None
+        if owner is not None and owner.on_request is not None and self._tasks is not None:
+            scope = trio.CancelScope()
+            owner.handlers.add(scope)  # now, so a call ending before the task starts still cancels it
+            self._tasks.start_soon(self._answer_for_caller, request, owner, owner.on_request, scope)
+            return
+        if request.method == "ping":
+            answer = encode_response(request.id, {})
+        elif request.method in UNANSWERED_DEFAULTS:
+            answer = encode_response(request.id, UNANSWERED_DEFAULTS[request.method])
+        else:
+            answer = encode_error(request.id, jsonrpc.METHOD_NOT_FOUND, f"Method not found: {request.method}")
+        with contextlib.suppress(UpstreamError):  # the child is going away; the supervisor sees it
+            await self._write(answer)
+
+    def _owner(self) -> _Pending | None:
+        """The call a server→client request belongs to. stdio carries no association between the
+        upstream's request and the call that caused it, so the most recently started in-flight
+        call with a handler answers: with one call at a time (the common case) that is exact."""
+        for pending in reversed(self._pending.values()):  # ids increase: newest first
+            if pending.on_request is not None and not pending.done.is_set():
+                return pending
+        return None
+
+    async def _answer_for_caller(self, request: Request, owner: _Pending, handler: ServerRequests,
+                                 scope: trio.CancelScope) -> None:
+        answer: bytes | None = None
+        try:
+            with scope:
+                try:
+                    result = await handler(request.method, request.params)
+                except ProtocolError as exc:
+                    error = jsonrpc.error_message(request.id, exc.code, exc.message, exc.data)
+                    answer = jsonrpc.encode(error)
+                except Exception:
+                    log.exception("answering an upstream request failed", upstream=self.upstream_id,
+                                  method=request.method)
+                    answer = encode_error(request.id, jsonrpc.INTERNAL_ERROR, "Internal error")
+                else:
+                    answer = (encode_response(request.id, result) if isinstance(result, dict) else
+                              encode_error(request.id, jsonrpc.INTERNAL_ERROR, "Internal error"))
+        finally:
+            owner.handlers.discard(scope)
+        if answer is None:  # the call that owned the handler ended first
+            answer = encode_error(request.id, jsonrpc.INTERNAL_ERROR,
+                                  f"{request.method} abandoned: the call it belonged to has ended")
+        with contextlib.suppress(UpstreamError):
+            await self._write(answer)
 
     def _progress(self, params: dict[str, Any]) -> None:
         token = params.get("progressToken")

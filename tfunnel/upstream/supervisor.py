@@ -12,7 +12,7 @@ from __future__ import annotations
 import enum
 import random
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -24,13 +24,13 @@ from tfunnel.config.expose import ExposeConfig, UpstreamSpec
 from tfunnel.config.model import Limits
 from tfunnel.errors import UpstreamCrashed, UpstreamError, UpstreamUnavailable
 from tfunnel.flow import acquire_eager
-from tfunnel.protocol.eras import LEGACY_VERSIONS
+from tfunnel.protocol.eras import Era
 from tfunnel.protocol.jsonrpc import Notification
-from tfunnel.upstream import child
+from tfunnel.upstream import child, handshake
 from tfunnel.upstream.backoff import RestartBudget
-from tfunnel.upstream.client import initialize_params
+from tfunnel.upstream.handshake import Connection
 from tfunnel.upstream.isolation import isolation_problems
-from tfunnel.upstream.session import Progress, UpstreamSession
+from tfunnel.upstream.session import Progress, ServerRequests, UpstreamSession
 
 log = structlog.get_logger("tfunnel.upstream")
 
@@ -68,6 +68,8 @@ class Context:
     identity: Identity
     on_change: Callable[[], None]
     jitter: Callable[[], float] = random.random  # in [0, 1); tests pin it
+    # Set when the gateway stops by a signal: children are stopped without the usual graces.
+    urgent: trio.Event = field(default_factory=trio.Event)
 
 
 @dataclass(frozen=True)
@@ -101,17 +103,28 @@ class Upstream:
         self.since = _now_iso()
         self.session: UpstreamSession | None = None
         self.tools: tuple[dict[str, Any], ...] = ()
-        self.server_info: dict[str, Any] = {}
-        self.protocol_version: str | None = None
+        # The last successful handshake: its era is reused by the next incarnation (no probe)
+        # until a handshake fails.
+        self.connection: Connection | None = None
         self.pid: int | None = None
         self.last_error: str | None = None
         self.stopped_reason: str | None = None
         self.first_attempt = trio.Event()
 
+    @property
+    def era(self) -> Era | None:
+        """The negotiated era (None before the first handshake, or after one failed)."""
+        return self.connection.era if self.connection is not None else None
+
+    @property
+    def protocol_version(self) -> str | None:
+        return self.connection.protocol_version if self.connection is not None else None
+
     def statistics(self) -> UpstreamStatistics:
+        era = self.era
         return UpstreamStatistics(
             id=self.spec.id, state=self.state.value, transport=self.spec.transport,
-            era="legacy" if self.protocol_version else None, protocol_version=self.protocol_version,
+            era=era.value if era is not None else None, protocol_version=self.protocol_version,
             pid=self.pid, tools=len(self.tools), restarts=self._budget.total, since=self.since,
             last_error=self.last_error, stopped_reason=self.stopped_reason)
 
@@ -150,10 +163,6 @@ class Upstream:
         if spec.transport != "stdio":
             raise child.SpawnFailed(f"upstream {spec.id!r}: transport {spec.transport!r} is not available "
                                     "in this version (stdio only)", permanent=True)
-        if spec.modern_only:
-            raise child.SpawnFailed(f"upstream {spec.id!r} is modernOnly, but the modern protocol era "
-                                    "(2026-07-28) is not available for upstreams in this version",
-                                    permanent=True)
         problems = isolation_problems(spec, self._ctx.home)
         if problems:
             raise child.SpawnFailed(f"upstream {spec.id!r} refused by the isolation guard: "
@@ -175,10 +184,11 @@ class Upstream:
                 exited = trio.Event()
                 nursery.start_soon(self._watch, proc, session, exited)
                 try:
-                    await self._handshake(session)
+                    await self._handshake(session, nursery)
                 except UpstreamError as exc:
                     # Raised here, not out of the nursery (which would wrap it in a group).
                     failure = exc
+                    self.connection = None  # the next incarnation probes again
                     nursery.cancel_scope.cancel()
                 else:
                     self.session = session
@@ -186,7 +196,7 @@ class Upstream:
                     self._budget.connected()
                     self.first_attempt.set()
                     log.info("upstream ready", upstream=spec.id, pid=proc.pid, tools=len(self.tools),
-                             protocol=self.protocol_version)
+                             era=self.statistics().era, protocol=self.protocol_version)
                     self._ctx.on_change()
                     await exited.wait()
                     nursery.cancel_scope.cancel()
@@ -196,7 +206,7 @@ class Upstream:
             self.tools = ()
             with trio.CancelScope(shield=True):
                 await session.close_input()  # through the session's writer, which owns stdin
-                await child.stop(proc)
+                await child.stop(proc, self._ctx.urgent)
             self.pid = None
             if tail.total:
                 log.info("upstream stderr (tail)", upstream=spec.id, tail=tail.text()[-500:])
@@ -216,20 +226,15 @@ class Upstream:
         session.fail_all(UpstreamCrashed(self.last_error))
         exited.set()
 
-    async def _handshake(self, session: UpstreamSession) -> None:
-        control = self.spec.request_timeout_ms / 1000
+    async def _handshake(self, session: UpstreamSession, nursery: trio.Nursery) -> None:
         identity = self._ctx.identity
-        result = await session.request(
-            "initialize", initialize_params(identity.name, identity.version), timeout_s=control)
-        version = result.get("protocolVersion")
-        if version not in LEGACY_VERSIONS:
-            raise UpstreamError(f"upstream {self.spec.id!r} answered initialize with protocol version "
-                                f"{version!r}; supported: {', '.join(LEGACY_VERSIONS)}")
-        self.protocol_version = str(version)
-        info = result.get("serverInfo")
-        self.server_info = info if isinstance(info, dict) else {}
-        await session.notify("notifications/initialized")
+        connection = await handshake.connect(
+            session, self.spec, {"name": identity.name, "version": identity.version}, self.connection)
+        if connection.lists_changes():
+            # Before listing, so no change between the list and the subscription goes unseen.
+            nursery.start_soon(handshake.listen, session, self.spec.id)
         self.tools = await self._list_tools(session)
+        self.connection = connection
 
     async def _list_tools(self, session: UpstreamSession) -> tuple[dict[str, Any], ...]:
         control = self.spec.request_timeout_ms / 1000
@@ -262,20 +267,33 @@ class Upstream:
         self._ctx.on_change()
 
     async def call_tool(self, tool: str, arguments: Mapping[str, Any], *,
-                        meta: Mapping[str, Any] | None = None,
-                        on_progress: Progress | None = None) -> dict[str, Any]:
-        """Forward `tools/call`; raise `UpstreamError` when the upstream cannot answer."""
+                        meta: Mapping[str, Any] | None = None, on_progress: Progress | None = None,
+                        client_capabilities: Mapping[str, Any] | None = None,
+                        log_level: str | None = None, extra: Mapping[str, Any] | None = None,
+                        on_request: ServerRequests | None = None) -> dict[str, Any]:
+        """Forward `tools/call` and return the upstream's raw result (a modern `input_required`
+        result included: the caller bridges it); raise `UpstreamError` when it cannot answer.
+
+        Modern upstream: `client_capabilities` (what the caller can bridge; default none) and
+        `log_level` go into `_meta`, `extra` keys (`inputResponses`, `requestState`) into the
+        params. Legacy upstream: `on_request` answers its elicitation/sampling/roots requests
+        during the call; `extra`, `log_level` and `client_capabilities` do not apply."""
         session = self.session
         if session is None or self.state is not State.READY:
             detail = f" ({self.stopped_reason})" if self.state is State.STOPPED else ""
             raise UpstreamUnavailable(f"upstream {self.spec.id!r} is {self.state.value}{detail}")
-        params: dict[str, Any] = {"name": tool, "arguments": dict(arguments)}
+        modern = session.modern_version is not None
+        params: dict[str, Any] = {k: v for k, v in (extra or {}).items()
+                                  if modern and k not in ("name", "arguments", "_meta")}
+        params.update(name=tool, arguments=dict(arguments))
         if meta:
             params["_meta"] = dict(meta)
         await acquire_eager(self._limiter)
         try:
-            return await session.request("tools/call", params, timeout_s=self.spec.timeout_ms / 1000,
-                                         payload=True, on_progress=on_progress)
+            return await session.request(
+                "tools/call", params, timeout_s=self.spec.timeout_ms / 1000, payload=True,
+                on_progress=on_progress, on_request=on_request, capabilities=client_capabilities,
+                log_level=log_level if modern else None)
         finally:
             self._limiter.release()
 
@@ -361,6 +379,10 @@ class Supervisor:
             await finished.wait()
         del self.upstreams[upstream_id]
 
+    def hurry(self) -> None:
+        """The gateway is stopping by a signal: stop children without the usual graces."""
+        self._ctx.urgent.set()
+
     def statistics(self) -> list[UpstreamStatistics]:
         return [u.statistics() for u in self.upstreams.values()]
 
@@ -370,8 +392,13 @@ class Supervisor:
 
     async def call_tool(self, upstream_id: str, tool: str, arguments: Mapping[str, Any], *,
                         meta: Mapping[str, Any] | None = None, on_progress: Progress | None = None,
-                        ) -> dict[str, Any]:
+                        client_capabilities: Mapping[str, Any] | None = None,
+                        log_level: str | None = None, extra: Mapping[str, Any] | None = None,
+                        on_request: ServerRequests | None = None) -> dict[str, Any]:
+        """`Upstream.call_tool` on the upstream named `upstream_id`."""
         upstream = self.upstreams.get(upstream_id)
         if upstream is None:
             raise UpstreamUnavailable(f"upstream {upstream_id!r} is not configured")
-        return await upstream.call_tool(tool, arguments, meta=meta, on_progress=on_progress)
+        return await upstream.call_tool(tool, arguments, meta=meta, on_progress=on_progress,
+                                        client_capabilities=client_capabilities, log_level=log_level,
+                                        extra=extra, on_request=on_request)

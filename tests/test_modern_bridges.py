@@ -1,0 +1,159 @@
+"""Era bridges through the real gateway, driven by the official SDK client (PROTOCOL.md §9).
+
+- A modern upstream (mcp-server-time 2026.10.19) and a legacy-only one (mcp-server-time 2025.9.25 on
+  mcp 1.30.0) behind one gateway, each reached by a modern and by a legacy client: same results.
+- Elicitation both ways with an SDK fixture upstream that elicits in both eras: as a modern
+  upstream (its `input_required` handed to a modern client, or answered by a legacy client's real
+  elicitation) and pinned legacy (its `elicitation/create` forwarded to a legacy client, or parked
+  for a modern client's MRTR retry).
+- An upstream's tool list change reaches a modern listener, tagged with its subscription id.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+import trio
+from mcp import Client, StdioServerParameters
+from mcp.types import ElicitResult, TextContent
+
+from tests.httpgw import http_gateway
+from tests.interop import legacy_time_command, modern_time_command
+from tests.test_real_upstreams import undated, write_expose
+from tests.wire import gateway, gateway_argv
+
+pytestmark = pytest.mark.timeout(120)
+
+FIXTURE = Path(__file__).resolve().parent / "fixtures" / "elicit_server.py"
+CONVERT = {"source_timezone": "UTC", "time": "12:00", "target_timezone": "Asia/Tokyo"}
+V = "2026-07-28"
+
+
+def time_upstreams() -> list[dict[str, Any]]:
+    modern, legacy = modern_time_command(), legacy_time_command()
+    return [{"id": "newtime", "command": modern[0], "args": modern[1:], "allowOutsidePaths": True},
+            {"id": "oldtime", "command": legacy[0], "args": legacy[1:], "allowOutsidePaths": True}]
+
+
+def elicit_upstreams() -> list[dict[str, Any]]:
+    row = {"command": sys.executable, "args": [str(FIXTURE)], "allowOutsidePaths": True}
+    return [{"id": "ask", **row}, {"id": "askold", **row, "legacyPin": True}]
+
+
+def text(result: Any) -> str:
+    block = result.content[0]
+    assert isinstance(block, TextContent)
+    return block.text
+
+
+@asynccontextmanager
+async def client(home: Path, mode: str, **kwargs: Any) -> AsyncIterator[Client]:
+    params = StdioServerParameters(command=sys.executable, args=gateway_argv(home, "serve")[1:])
+    async with Client(params, mode=mode, cache=None, **kwargs) as c:
+        assert c.protocol_version == (V if mode == "auto" else "2025-11-25")
+        yield c
+
+
+async def test_four_era_combinations_give_the_same_results(home: Path) -> None:
+    write_expose(home, time_upstreams())
+    results: dict[tuple[str, str], Any] = {}
+    async with http_gateway(home) as gw:
+        for mode in ("auto", "legacy"):
+            async with Client(f"{gw.url}/mcp", mode=mode, cache=None) as c:
+                for upstream in ("newtime", "oldtime"):
+                    result = await c.call_tool("toolfunnel_run_tool",
+                                               {"name": f"{upstream}_convert_time", "args": CONVERT})
+                    assert not result.is_error, result.content
+                    results[(mode, upstream)] = undated(json.loads(text(result)))
+        async with httpx2.AsyncClient(timeout=10) as http:
+            health = (await http.get(f"{gw.url}/health")).json()
+    assert len({json.dumps(r, sort_keys=True) for r in results.values()}) == 1, results
+    assert results[("auto", "newtime")]["target"]["timezone"] == "Asia/Tokyo"
+    upstreams = health["upstreams"]
+    assert (upstreams["newtime"]["era"], upstreams["newtime"]["protocolVersion"]) == ("modern", V)
+    assert (upstreams["oldtime"]["era"], upstreams["oldtime"]["protocolVersion"]) == ("legacy", "2025-11-25")
+    assert health["protocolVersions"][0] == V
+
+
+def answering(ok: bool, seen: list[str]) -> Any:
+    async def callback(context: Any, params: Any) -> ElicitResult:
+        seen.append(params.message)
+        return ElicitResult(action="accept", content={"ok": ok})
+    return callback
+
+
+@pytest.mark.parametrize("upstream", ["ask", "askold"])
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+@pytest.mark.parametrize("ok", [True, False])
+async def test_an_upstream_elicitation_reaches_the_client_in_either_era(
+    home: Path, upstream: str, mode: str, ok: bool
+) -> None:
+    write_expose(home, elicit_upstreams())
+    seen: list[str] = []
+    async with client(home, mode, elicitation_callback=answering(ok, seen)) as c:
+        result = await c.call_tool("toolfunnel_run_tool",
+                                   {"name": f"{upstream}_confirm", "args": {"item": "x"}})
+        assert not result.is_error, result.content
+        assert text(result) == ("confirmed x" if ok else "declined x")
+    assert seen == ["Confirm x?"]
+
+
+@pytest.mark.parametrize("upstream", ["ask", "askold"])
+async def test_a_legacy_client_that_cannot_be_asked_declines(home: Path, upstream: str) -> None:
+    write_expose(home, elicit_upstreams())
+    async with client(home, "legacy") as c:
+        result = await c.call_tool("toolfunnel_run_tool",
+                                   {"name": f"{upstream}_confirm", "args": {"item": "y"}})
+        assert text(result) == "declined y" or result.is_error, result.content
+
+
+async def test_a_parked_call_survives_between_rounds_on_the_raw_wire(home: Path) -> None:
+    """Legacy upstream + modern client: the first round ends with input_required while the
+    upstream call waits; the retry's answer completes the same upstream call."""
+    write_expose(home, elicit_upstreams())
+    meta = {"io.modelcontextprotocol/protocolVersion": V,
+            "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}}
+    call = {"name": "toolfunnel_run_tool", "arguments": {"name": "askold_confirm", "args": {"item": "z"}},
+            "_meta": meta}
+    async with gateway(home) as wire:
+        first = (await wire.request(1, "tools/call", call))["result"]
+        assert first["resultType"] == "input_required", first
+        (key, question), = first["inputRequests"].items()
+        assert question["method"] == "elicitation/create" and question["params"]["message"] == "Confirm z?"
+        retry = {**call, "requestState": first["requestState"],
+                 "inputResponses": {key: {"action": "accept", "content": {"ok": True}}}}
+        done = (await wire.request(2, "tools/call", retry))["result"]
+        assert done["resultType"] == "complete" and done["content"][0]["text"] == "confirmed z"
+        again = await wire.request(3, "tools/call", retry)  # the parked call is finished and gone
+        assert again["result"]["isError"] is True
+
+
+async def test_an_upstream_tool_change_reaches_a_modern_listener(home: Path) -> None:
+    write_expose(home, elicit_upstreams()[:1])
+    meta = {"io.modelcontextprotocol/protocolVersion": V, "io.modelcontextprotocol/clientCapabilities": {}}
+    sub = "io.modelcontextprotocol/subscriptionId"
+    async with gateway(home) as wire:
+        await wire.request(0, "tools/list", {"_meta": meta})  # the upstream is up: no startup change
+        await wire.send({"jsonrpc": "2.0", "id": "L", "method": "subscriptions/listen",
+                         "params": {"notifications": {"toolsListChanged": True}, "_meta": meta}})
+        ack = await wire.recv()
+        assert ack["method"] == "notifications/subscriptions/acknowledged"
+        grown = await wire.request(1, "tools/call", {"name": "toolfunnel_run_tool",
+                                                     "arguments": {"name": "ask_grow"}, "_meta": meta})
+        assert grown["result"]["content"][0]["text"] == "grown"
+        with trio.fail_after(20):
+            while True:
+                message = await wire.recv()
+                if message.get("method") == "notifications/tools/list_changed":
+                    break
+        assert message["params"]["_meta"][sub] == "L"
+        listed = await wire.request(2, "tools/call", {"name": "toolfunnel_list_tools",
+                                                      "arguments": {"query": "extra"}, "_meta": meta})
+        assert "ask_extra" in listed["result"]["content"][0]["text"]
