@@ -105,13 +105,29 @@ async def test_an_upstream_elicitation_reaches_the_client_in_either_era(
     assert seen == ["Confirm x?"]
 
 
-@pytest.mark.parametrize("upstream", ["ask", "askold"])
-async def test_a_legacy_client_that_cannot_be_asked_declines(home: Path, upstream: str) -> None:
+async def test_a_client_that_cannot_be_asked(home: Path) -> None:
+    """No elicitation declared: a legacy upstream's question is declined for a client of either
+    era; a modern upstream's -32021 reaches a modern client as that protocol error and a legacy
+    client as an isError result naming what was missing."""
     write_expose(home, elicit_upstreams())
-    async with client(home, "legacy") as c:
-        result = await c.call_tool("toolfunnel_run_tool",
-                                   {"name": f"{upstream}_confirm", "args": {"item": "y"}})
-        assert text(result) == "declined y" or result.is_error, result.content
+    meta = {"io.modelcontextprotocol/protocolVersion": V, "io.modelcontextprotocol/clientCapabilities": {}}
+
+    def call(upstream: str, modern: bool) -> dict[str, Any]:
+        params: dict[str, Any] = {"name": "toolfunnel_run_tool",
+                                  "arguments": {"name": f"{upstream}_confirm", "args": {"item": "q"}}}
+        return {**params, "_meta": meta} if modern else params
+
+    async with gateway(home) as wire:
+        await wire.initialize()
+        refused = await wire.request(1, "tools/call", call("ask", modern=True))
+        assert refused["error"]["code"] == -32021
+        assert refused["error"]["data"]["requiredCapabilities"]["elicitation"] is not None
+        declined = (await wire.request(2, "tools/call", call("askold", modern=True)))["result"]
+        assert declined["content"][0]["text"] == "declined q"
+        failed = (await wire.request(3, "tools/call", call("ask", modern=False)))["result"]
+        assert failed["isError"] is True and "elicitation capability" in failed["content"][0]["text"]
+        declined = (await wire.request(4, "tools/call", call("askold", modern=False)))["result"]
+        assert declined["content"][0]["text"] == "declined q"
 
 
 async def test_a_parked_call_survives_between_rounds_on_the_raw_wire(home: Path) -> None:

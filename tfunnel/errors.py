@@ -75,6 +75,16 @@ class UpstreamError(ToolFailure):
     Messages name the upstream and never carry its stderr (which may hold secrets)."""
 
 
+class UpstreamRemoteError(UpstreamError):
+    """The upstream answered a request with a JSON-RPC error (`code`, `data` kept)."""
+
+    def __init__(self, message: str, *, code: int, remote_message: str, data: Any = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.remote_message = remote_message
+        self.data = data
+
+
 class UpstreamUnavailable(UpstreamError):
     """The upstream is not ready (starting, backing off, stopped or disabled)."""
 

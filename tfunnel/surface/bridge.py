@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from tfunnel.errors import InputRequired, ProtocolError, ToolFailure
+from tfunnel.errors import InputRequired, ProtocolError, ToolFailure, UpstreamRemoteError
+from tfunnel.protocol.modern import MISSING_CLIENT_CAPABILITY
 from tfunnel.surface.context import CallContext, Progress, ServerRequests, Upstreams
 from tfunnel.surface.parking import Parking
 from tfunnel.surface.upstream_tools import UpstreamTool
@@ -30,7 +31,14 @@ async def call(upstreams: Upstreams, tool: UpstreamTool, args: Mapping[str, Any]
     if resume is not None and resume.upstream_state is not None:
         extra = {"inputResponses": dict(resume.answers), "requestState": resume.upstream_state}
     for _ in range(MAX_INPUT_ROUNDS):
-        wire = await _once(upstreams, tool, args, ctx, extra, parking)
+        try:
+            wire = await _once(upstreams, tool, args, ctx, extra, parking)
+        except UpstreamRemoteError as exc:
+            if ctx.modern and exc.code == MISSING_CLIENT_CAPABILITY:
+                # The upstream needs something the client did not declare: the client must learn
+                # it as the protocol error it is (-32021 with data.requiredCapabilities, HTTP 400).
+                raise ProtocolError(exc.code, exc.remote_message, exc.data) from exc
+            raise
         if wire.get("resultType") != "input_required":
             return wire
         requests = wire.get("inputRequests") or {}

@@ -16,12 +16,12 @@ from typing import Any
 import structlog
 
 from tfunnel.config.expose import UpstreamSpec
-from tfunnel.errors import UpstreamError, UpstreamTimeout
+from tfunnel.errors import UpstreamError, UpstreamRemoteError, UpstreamTimeout
 from tfunnel.protocol.eras import LEGACY_VERSIONS, Era
 from tfunnel.protocol.modern import MODERN_ERRORS, MODERN_VERSION, SERVER_INFO_META, request_meta
 from tfunnel.upstream import era
 from tfunnel.upstream.client import initialize_params
-from tfunnel.upstream.session import UpstreamRemoteError, UpstreamSession
+from tfunnel.upstream.session import UpstreamSession
 
 log = structlog.get_logger("tfunnel.upstream")
 

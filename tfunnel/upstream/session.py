@@ -24,7 +24,7 @@ from typing import Any
 import structlog
 import trio
 
-from tfunnel.errors import ProtocolError, UpstreamError, UpstreamTimeout
+from tfunnel.errors import ProtocolError, UpstreamError, UpstreamRemoteError, UpstreamTimeout
 from tfunnel.linewriter import LineWriter
 from tfunnel.protocol import jsonrpc
 from tfunnel.protocol.jsonrpc import Notification, Request, Response
@@ -58,16 +58,6 @@ Progress = Callable[[dict[str, Any]], None]
 ServerRequests = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
 """Answers a server→client request (method, params) with its result; raise `ProtocolError` to
 answer with that error instead."""
-
-
-class UpstreamRemoteError(UpstreamError):
-    """The upstream answered a request with a JSON-RPC error (`code`, `data` kept)."""
-
-    def __init__(self, message: str, *, code: int, remote_message: str, data: Any = None) -> None:
-        super().__init__(message)
-        self.code = code
-        self.remote_message = remote_message
-        self.data = data
 
 
 @dataclass
