@@ -173,3 +173,19 @@ async def test_an_upstream_tool_change_reaches_a_modern_listener(home: Path) -> 
         listed = await wire.request(2, "tools/call", {"name": "toolfunnel_list_tools",
                                                       "arguments": {"query": "extra"}, "_meta": meta})
         assert "ask_extra" in listed["result"]["content"][0]["text"]
+
+
+async def test_missing_capability_is_http_400_with_minus_32021(home: Path) -> None:
+    write_expose(home, elicit_upstreams()[:1])
+    meta = {"io.modelcontextprotocol/protocolVersion": V, "io.modelcontextprotocol/clientCapabilities": {}}
+    body = {"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+            "params": {"name": "toolfunnel_run_tool",
+                       "arguments": {"name": "ask_confirm", "args": {"item": "q"}}, "_meta": meta}}
+    headers = {"accept": "application/json, text/event-stream", "mcp-protocol-version": V,
+               "mcp-method": "tools/call", "mcp-name": "toolfunnel_run_tool"}
+    async with http_gateway(home) as gw, httpx2.AsyncClient(timeout=30) as http:
+        reply = await http.post(f"{gw.url}/mcp", json=body, headers=headers)
+    assert reply.status_code == 400
+    error = reply.json()["error"]
+    assert error["code"] == -32021 and "elicitation" in error["data"]["requiredCapabilities"]
+    assert reply.json()["id"] == 5
