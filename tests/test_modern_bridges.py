@@ -189,3 +189,18 @@ async def test_missing_capability_is_http_400_with_minus_32021(home: Path) -> No
     error = reply.json()["error"]
     assert error["code"] == -32021 and "elicitation" in error["data"]["requiredCapabilities"]
     assert reply.json()["id"] == 5
+
+
+@pytest.mark.parametrize("upstream", ["ask", "askold"])
+async def test_a_legacy_http_session_is_asked_on_the_call_stream(home: Path, upstream: str) -> None:
+    """Over Streamable HTTP a legacy session that declared elicitation gets the question as a
+    request on its call's SSE stream and answers with a POST (2025-11-25 transport)."""
+    write_expose(home, elicit_upstreams())
+    seen: list[str] = []
+    async with http_gateway(home) as gw, Client(f"{gw.url}/mcp", mode="legacy", cache=None,
+                                                elicitation_callback=answering(True, seen)) as c:
+        result = await c.call_tool("toolfunnel_run_tool",
+                                   {"name": f"{upstream}_confirm", "args": {"item": "h"}})
+        assert not result.is_error, result.content
+        assert text(result) == "confirmed h"
+    assert seen == ["Confirm h?"]

@@ -220,3 +220,16 @@ async def test_listen_streams_are_capped(home: Path) -> None:
         over = await wire.request("over", "subscriptions/listen",
                                   modern({"notifications": {"toolsListChanged": True}}))
         assert over["error"]["code"] == -32603 and "too many listen streams" in over["error"]["message"]
+
+
+async def test_a_legacy_http_session_answers_the_gate(home: Path, tmp_path: Path) -> None:
+    set_hooks(home, {"command": decision("ask", "Danger ahead")})
+    danger_log = tmp_path / "danger.log"
+    seen: list[str] = []
+    async with http_gateway(home, {"TOOLFUNNEL_DANGER_LOG": str(danger_log)}) as gw, \
+            Client(f"{gw.url}/mcp", mode="legacy", cache=None,
+                   elicitation_callback=elicitation("accept", seen)) as client:
+        result = await client.call_tool("toolfunnel_run_tool", {"name": "danger", "args": {}})
+        assert not result.is_error, result.content
+    assert len(seen) == 1 and seen[0].startswith("Danger ahead")
+    assert danger_log.exists()

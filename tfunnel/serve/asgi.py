@@ -11,6 +11,7 @@ import trio
 
 from tfunnel.protocol import jsonrpc
 from tfunnel.protocol.jsonrpc import Message, MessageError
+from tfunnel.serve.outbound import OutboundRequests
 
 log = structlog.get_logger("tfunnel.http")
 
@@ -24,30 +25,37 @@ _JSON = [(b"content-type", b"application/json")]
 
 
 class ChannelPeer:
-    """The router's peer for one HTTP request: its notifications go into a channel that a task
-    streams to the client as SSE. HTTP carries no server→client requests here (`ask` falls back).
-    Progress is lossy by design (a full queue drops it); `notify` (listen streams) waits."""
+    """The router's peer for one HTTP request: its messages go into a channel that a task streams
+    to the client as SSE. Progress is lossy by design (a full queue drops it); `notify` (listen
+    streams) waits. With `outbound` (a legacy session's) the stream also carries server→client
+    requests, answered by the client's POSTs; without it `ask` falls back."""
 
-    can_request = False
-
-    def __init__(self, channel: trio.MemorySendChannel[dict[str, Any]] | None, ending: trio.Event) -> None:
+    def __init__(self, channel: trio.MemorySendChannel[dict[str, Any]] | None, ending: trio.Event,
+                 outbound: OutboundRequests | None = None) -> None:
         self._channel = channel
         self.ending = ending
+        self._outbound = outbound
+        self.can_request = channel is not None and outbound is not None
 
     async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        raise NotImplementedError("server-to-client requests are not available over HTTP")
+        if self._channel is None or self._outbound is None:
+            raise NotImplementedError("this HTTP request has no stream for server-to-client requests")
+        return await self._outbound.request(method, params, self._channel.send, self._put)
 
     def notify_nowait(self, method: str, params: dict[str, Any]) -> None:
-        if self._channel is None:
-            return
-        try:
-            self._channel.send_nowait(jsonrpc.notification_message(method, params))
-        except (trio.WouldBlock, trio.ClosedResourceError, trio.BrokenResourceError):
-            log.debug("notification dropped", method=method)
+        self._put(jsonrpc.notification_message(method, params))
 
     async def notify(self, method: str, params: dict[str, Any]) -> None:
         if self._channel is not None:
             await self._channel.send(jsonrpc.notification_message(method, params))
+
+    def _put(self, message: dict[str, Any]) -> None:
+        if self._channel is None:
+            return
+        try:
+            self._channel.send_nowait(message)
+        except (trio.WouldBlock, trio.ClosedResourceError, trio.BrokenResourceError):
+            log.debug("message dropped", method=message.get("method"))
 
 
 async def lifespan(receive: Receive, send: Send) -> None:

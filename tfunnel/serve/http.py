@@ -178,9 +178,10 @@ class HttpApp:
             if message.id in session.inflight:
                 await rpc_error(send, 400, message.id, jsonrpc.INVALID_REQUEST, "id is already in flight")
                 return
-            await self._exchange(session.client, message, receive, send, session.inflight)
+            await self._exchange(session.client, message, receive, send, session)
         else:
-            await plain(send, 202, b"")  # a response to a request we never send over HTTP yet
+            session.outbound.resolve(message)  # the client's answer to one of our requests
+            await plain(send, 202, b"")
 
     def _is_modern(self, headers: dict[str, str], message: Request | Notification | object) -> bool:
         """Per request (PROTOCOL.md §9): the body's `_meta` version, or a non-legacy header; a
@@ -212,7 +213,7 @@ class HttpApp:
             await json_response(send, modern.http_status(exc.code),
                                 jsonrpc.error_message(request.id, exc.code, exc.message, exc.data))
             return
-        await self._exchange(ClientSession(id="modern"), request, receive, send, None, era=Era.MODERN)
+        await self._exchange(ClientSession(id="modern"), request, receive, send, era=Era.MODERN)
 
     async def _initialize(self, request: Request, send: Send) -> None:
         session = self.sessions.create()
@@ -246,15 +247,18 @@ class HttpApp:
         return session
 
     async def _exchange(self, client: ClientSession, request: Request, receive: Receive, send: Send,
-                        inflight: dict[jsonrpc.RequestId, trio.CancelScope] | None, *,
-                        era: Era | None = None) -> None:
-        """Answer one request: JSON, or SSE when it streams (progress, listen). A client that
-        disconnects cancels the call through the tree and gets nothing."""
+                        session: HttpSession | None = None, *, era: Era | None = None) -> None:
+        """Answer one request: JSON, or SSE when it streams (progress, listen, or a legacy
+        session's call that may ask the client something). A client that disconnects cancels the
+        call through the tree and gets nothing."""
         meta = request.params.get("_meta")
-        streamed = (isinstance(meta, dict) and "progressToken" in meta) or \
+        asks = session is not None and request.method == "tools/call" and any(
+            isinstance(client.capabilities.get(c), dict) for c in ("elicitation", "sampling", "roots"))
+        streamed = asks or (isinstance(meta, dict) and "progressToken" in meta) or \
             request.method == "subscriptions/listen"
         out, queued = trio.open_memory_channel[dict[str, Any]](64) if streamed else (None, None)
-        peer = ChannelPeer(out, self.stopping)
+        peer = ChannelPeer(out, self.stopping, session.outbound if session is not None else None)
+        inflight = session.inflight if session is not None else None
         scope = trio.CancelScope()
         if inflight is not None:
             inflight[request.id] = scope

@@ -11,6 +11,7 @@ from tfunnel.protocol import jsonrpc
 from tfunnel.protocol.jsonrpc import Notification
 from tfunnel.protocol.session import ClientSession
 from tfunnel.router import Router
+from tfunnel.serve.outbound import OutboundRequests
 
 # A session nobody has used for this long is forgotten (its client must initialize again).
 IDLE_EXPIRY_S = 30 * 60.0
@@ -25,6 +26,7 @@ class HttpSession:
     inflight: dict[jsonrpc.RequestId, trio.CancelScope] = field(default_factory=dict)
     streams: int = 0  # open GET notification streams
     closed: trio.Event = field(default_factory=trio.Event)
+    outbound: OutboundRequests = field(default_factory=OutboundRequests)  # requests to the client
 
     def cancel_all(self) -> None:
         for scope in self.inflight.values():
