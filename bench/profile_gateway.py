@@ -29,7 +29,7 @@ from pathlib import Path
 import trio
 from measure import ECHO_TEXT, concurrent_echo, latencies
 from peer import running
-from targets import PYTHON, Target, make_targets, prepare_home
+from targets import PYTHON, Target, compile_bytecode, make_targets, prepare_home
 
 # Writing the profile happens after the gateway's own shutdown; give it time before SIGKILL.
 PROFILE_GRACE_S = 30.0
@@ -105,6 +105,7 @@ def main() -> int:
                    help="where the profile goes (default: the temp dir)")
     p.add_argument("--top", type=int, default=30, help="functions to list (0: only the areas)")
     args = p.parse_args()
+    compile_bytecode()
     with tempfile.TemporaryDirectory(prefix="tfunnel-profile-") as tmp:
         home = Path(tmp) / "home"
         prepare_home(home)

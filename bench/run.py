@@ -33,7 +33,7 @@ from typing import Any
 import trio
 from measure import HttpFace, Leg, Sample, Settings, measure_round
 from peer import descendants, kill_tree
-from targets import DIRECT, HTTP, Target, make_http_target, make_targets, prepare_home
+from targets import DIRECT, HTTP, Target, compile_bytecode, make_http_target, make_targets, prepare_home
 
 RELAY = "relay"
 GATEWAYS = ("tfunnel/curated", "tfunnel/run_tool")
@@ -340,6 +340,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         slow_parallel=base.slow_parallel,
         http_concurrency=base.http_concurrency,
     )
+    compile_bytecode()
     with tempfile.TemporaryDirectory(prefix="tfunnel-bench-") as tmp:
         home = Path(tmp) / "home"
         prepare_home(home)

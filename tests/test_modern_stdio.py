@@ -217,6 +217,8 @@ async def test_listen_streams_are_capped(home: Path) -> None:
         for n in range(MAX_LISTEN_STREAMS):
             await wire.send({"jsonrpc": "2.0", "id": f"L{n}", "method": "subscriptions/listen",
                              "params": modern({"notifications": {"toolsListChanged": True}})})
+        for n in range(MAX_LISTEN_STREAMS):  # every stream is open (acknowledged) before one more
+            await _listen_events(wire, f"L{n}", 1)
         over = await wire.request("over", "subscriptions/listen",
                                   modern({"notifications": {"toolsListChanged": True}}))
         assert over["error"]["code"] == -32603 and "too many listen streams" in over["error"]["message"]

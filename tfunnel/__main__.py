@@ -1,3 +1,3 @@
-from tfunnel.cli import main
+from tfunnel.entry import main
 
 raise SystemExit(main())

@@ -19,8 +19,6 @@ from collections.abc import Callable
 
 import trio
 
-from tfunnel.flow import acquire_eager
-
 # How long a peer may leave a half-written line unread before we give up on it.
 STALL_S = 10.0
 
@@ -36,12 +34,24 @@ class LineWriter:
 
     async def write(self, line: bytes) -> None:
         await trio.lowlevel.checkpoint_if_cancelled()
-        await acquire_eager(self._lock)
+        sent = -1  # nothing attempted yet
+        if self._lock.locked():
+            await self._lock.acquire()
+        elif self.closed or self.broken:
+            raise trio.BrokenResourceError("the stream is closed")
+        else:
+            # Nobody is mid-line, and nothing from here to the write awaits: a line that goes
+            # out whole in one write (the common case) needs no lock; a partial one takes it now.
+            sent = self._write_some(line)
+            if sent == len(line):
+                return
+            self._lock.acquire_nowait()
         try:
-            if self.closed or self.broken:
-                raise trio.BrokenResourceError("the stream is closed")
+            if sent < 0:
+                if self.closed or self.broken:
+                    raise trio.BrokenResourceError("the stream is closed")
+                sent = self._write_some(line)
             view = memoryview(line)
-            sent = self._write_some(view)
             while sent == 0:  # nothing out yet: waiting is still cancellable
                 await trio.lowlevel.wait_writable(self._fd)
                 if self.closed:
@@ -64,7 +74,7 @@ class LineWriter:
         self._break()
         raise trio.BrokenResourceError("the peer stopped reading")
 
-    def _write_some(self, view: memoryview) -> int:
+    def _write_some(self, view: bytes | memoryview) -> int:
         try:
             return os.write(self._fd, view)
         except BlockingIOError:

@@ -9,8 +9,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import jsonschema
-
 from tfunnel.config.model import (
     META_TOOL_NAMES,
     RESERVED_STATE_KEYS,
@@ -23,6 +21,7 @@ from tfunnel.config.model import (
     ToolState,
     Visibility,
 )
+from tfunnel.config.schema import schema_problem
 from tfunnel.config.validate import Fields, read_json
 from tfunnel.errors import ConfigError, ConfigProblem
 
@@ -155,11 +154,10 @@ def _input_schema(item: dict[str, Any], label: str, f: Fields) -> dict[str, Any]
     if schema.get("type", "object") != "object":
         f.problem('must describe an object ("type": "object")', label, "inputSchema")
         return None
-    try:
-        jsonschema.validators.validator_for(schema).check_schema(schema)
-    except jsonschema.SchemaError as exc:
-        path = "/".join(str(p) for p in exc.absolute_path) or "(root)"
-        f.problem(f"is not a valid JSON Schema at {path}: {exc.message}", label, "inputSchema")
+    problem = schema_problem(schema)  # imports jsonschema only for a schema it cannot vouch for
+    if problem is not None:
+        path, message = problem
+        f.problem(f"is not a valid JSON Schema at {path}: {message}", label, "inputSchema")
         return None
     return schema
 

@@ -30,6 +30,9 @@ MAX_CONCURRENT_HOOKS = 8
 
 AskFallback = Literal["deny", "allow"]
 
+# What an event with no matching hooks decides (shared: built once, not per call).
+_NO_HOOKS = Combined(decision="allow")
+
 
 class HookEngine:
     def __init__(self, home: Path, manifest: Callable[[], HookManifest],
@@ -54,6 +57,8 @@ class HookEngine:
         return decision
 
     async def post_tool_use(self, call: ToolCall, result: ToolResult) -> None:
+        if not self._manifest().active("PostToolUse"):  # no hooks: no payload to build
+            return
         await self._fire_for_tool("PostToolUse", call, {"tool_response": result.to_wire()})
 
     async def session_start(self, session_id: str) -> str:
@@ -69,7 +74,7 @@ class HookEngine:
     async def _fire_for_tool(self, event: HookEvent, call: ToolCall, extra: Mapping[str, Any]) -> Combined:
         active = self._manifest().active(event)
         if not active:  # the common case: no hooks, no work
-            return Combined(decision="allow")
+            return _NO_HOOKS
         names = call.names()
         hooks = [h for h in active if h.matches(names)]
         payload = self._payload(event, call.session_id, tool_name=call.surfaced,
@@ -88,7 +93,7 @@ class HookEngine:
             elif self._ask_fallback() != "allow":
                 return PreDecision(allow=False, hook=combined.hook_id, reason=(
                     f"{combined.reason} (the client cannot be asked; gate.askFallback is deny)"))
-        if combined == Combined(decision="allow"):
+        if combined is _NO_HOOKS or combined == _NO_HOOKS:
             return ALLOW
         return PreDecision(allow=True, hook=combined.hook_id, updated_input=combined.updated_input,
                            additional_context=combined.additional_context)

@@ -59,10 +59,18 @@ def _valid_id(value: Any) -> bool:
     return (isinstance(value, (str, int))) and not isinstance(value, bool)
 
 
+_DECODER = json.JSONDecoder()
+
+
 def decode(data: bytes | str) -> Message:
     """Parse one serialized message; raise `MessageError` (-32700 / -32600 / -32602)."""
     try:
-        obj = json.loads(data)
+        if type(data) is bytes and data[:1] == b"{" and data[1:2] != b"\0":
+            # What `json.loads` does with these bytes (its encoding detection says UTF-8 for
+            # them), without the detection.
+            obj = _DECODER.decode(data.decode("utf-8", "surrogatepass"))
+        else:
+            obj = json.loads(data)
     except (ValueError, UnicodeDecodeError) as exc:
         raise MessageError(PARSE_ERROR, f"Parse error: {exc}") from None
     except RecursionError:
@@ -133,17 +141,26 @@ def request_message(id: RequestId, method: str, params: dict[str, Any]) -> dict[
     return {"jsonrpc": "2.0", "id": id, "method": method, "params": params}
 
 
+# `json.dumps` with options builds a new encoder per call; these are built once (same options).
+_COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+_COMPACT_ASCII = json.JSONEncoder(separators=(",", ":"))
+
+
 def to_json(value: Any) -> str:
     """Compact JSON that always encodes as UTF-8: text that cannot (a lone surrogate a peer
     sent us) falls back to ASCII escapes instead of failing."""
-    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    text = _COMPACT.encode(value)
     try:
         text.encode()
     except UnicodeEncodeError:
-        return json.dumps(value, separators=(",", ":"))
+        return _COMPACT_ASCII.encode(value)
     return text
 
 
 def encode(message: dict[str, Any]) -> bytes:
     """One line of UTF-8 JSON; `json.dumps` escapes newlines inside strings, so none is embedded."""
-    return to_json(message).encode() + b"\n"
+    text = _COMPACT.encode(message) + "\n"
+    try:
+        return text.encode()
+    except UnicodeEncodeError:  # as in `to_json`: escape what UTF-8 cannot carry
+        return _COMPACT_ASCII.encode(message).encode() + b"\n"

@@ -15,7 +15,6 @@ from typing import Any
 import structlog
 import trio
 
-from tfunnel.errors import ProtocolError
 from tfunnel.linewriter import LineWriter
 from tfunnel.live import Changes
 from tfunnel.protocol import jsonrpc
@@ -23,6 +22,7 @@ from tfunnel.protocol.framing import LineReader, Oversize
 from tfunnel.protocol.jsonrpc import MessageError, Notification, Request, Response
 from tfunnel.protocol.session import ClientSession
 from tfunnel.router import Router
+from tfunnel.serve.outbound import OutboundRequests
 
 log = structlog.get_logger("tfunnel.stdio")
 
@@ -45,8 +45,7 @@ class StdioServer:
         self._out: trio.MemorySendChannel[dict[str, Any]] | None = None
         self._writer: LineWriter | None = None
         self._queued = 0  # messages in the spill queue, not yet written
-        self._pending: dict[jsonrpc.RequestId, _Pending] = {}
-        self._next_request = 0
+        self._outbound = OutboundRequests()
         self.ending = trio.Event()  # stdin closed: listen streams end with their final result
 
     async def serve(self, receive: trio.abc.ReceiveStream, send: trio.lowlevel.FdStream) -> None:
@@ -107,11 +106,7 @@ class StdioServer:
         elif isinstance(message, Notification):
             self._notification(message)
         elif isinstance(message, Response):
-            pending = self._pending.get(message.id)
-            if pending is None:
-                log.debug("response to an unknown request ignored", id=message.id)
-            else:
-                pending.resolve(message)
+            self._outbound.resolve(message)
 
     def _notification(self, note: Notification) -> None:
         if note.method == "notifications/cancelled":
@@ -124,7 +119,10 @@ class StdioServer:
         self.router.notify(self.session, note)
 
     async def _handle(self, request: Request, scope: trio.CancelScope) -> None:
-        with structlog.contextvars.bound_contextvars(request_id=request.id, method=request.method), scope:
+        # This task runs in its own copy of the context, so the binding ends with it (cheaper
+        # than `bound_contextvars`, which scans the whole context to restore it afterwards).
+        structlog.contextvars.bind_contextvars(request_id=request.id, method=request.method)
+        with scope:
             try:
                 reply = await self.router.respond(self.session, request, self)
             finally:
@@ -134,29 +132,8 @@ class StdioServer:
             await self._send(reply)
 
     async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        """Send a server→client request and wait for its response (`Peer` for the router).
-
-        Raises `ProtocolError` when the client answers with an error. If the caller is
-        cancelled, the client is told with `notifications/cancelled`."""
-        self._next_request += 1
-        request_id = f"tfunnel-{self._next_request}"
-        pending = _Pending()
-        self._pending[request_id] = pending
-        try:
-            await self._send(jsonrpc.request_message(request_id, method, params))
-            await pending.done.wait()
-        except trio.Cancelled:
-            self._send_nowait(jsonrpc.notification_message(
-                "notifications/cancelled", {"requestId": request_id, "reason": "the call was cancelled"}))
-            raise
-        finally:
-            del self._pending[request_id]
-        response = pending.response
-        assert response is not None
-        if response.error is not None:
-            raise ProtocolError(int(response.error.get("code", jsonrpc.INTERNAL_ERROR)),
-                                str(response.error.get("message", "error")))
-        return response.result or {}
+        """Send a server→client request and wait for its response (`Peer` for the router)."""
+        return await self._outbound.request(method, params, self._send, self._send_nowait)
 
     def notify_nowait(self, method: str, params: dict[str, Any]) -> None:
         self._send_nowait(jsonrpc.notification_message(method, params))
@@ -210,15 +187,3 @@ class StdioServer:
                     await self._write(message)
                 finally:
                     self._queued -= 1
-
-
-class _Pending:
-    """A server→client request waiting for its response."""
-
-    def __init__(self) -> None:
-        self.done = trio.Event()
-        self.response: Response | None = None
-
-    def resolve(self, response: Response) -> None:
-        self.response = response
-        self.done.set()

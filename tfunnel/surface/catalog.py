@@ -67,6 +67,8 @@ class Catalog:
         for entry in register.tools:
             self._by_display.setdefault(entry.name, entry)
         self._upstream = {tool.surfaced: tool for tool in self.upstream}
+        # Resolved visibility by (name, kind): a catalog is rebuilt whenever the state changes.
+        self._visibility: dict[tuple[str, Kind], Resolved] = {}
 
     def local_names(self) -> set[str]:
         """Every name a local tool answers to: upstream tools may not take these."""
@@ -89,7 +91,10 @@ class Catalog:
         return tool
 
     def visibility(self, name: str, kind: Kind) -> Resolved:
-        return resolve_visibility(kind, self.state.entries.get(name))
+        resolved = self._visibility.get((name, kind))
+        if resolved is None:
+            resolved = self._visibility[name, kind] = resolve_visibility(kind, self.state.entries.get(name))
+        return resolved
 
     def find_local(self, name: str) -> ToolEntry | None:
         """A register entry by id, else by display name (enabled or not)."""

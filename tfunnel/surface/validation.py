@@ -1,43 +1,44 @@
-"""Argument validation against a tool's `inputSchema`, with errors that name the field."""
+"""Argument validation against a tool's `inputSchema`, with errors that name the field.
+
+Valid arguments to a plain schema are proven so by its compiled checker (`config.schema`), the
+common case of every call; anything else goes to jsonschema, which decides and names the error.
+"""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import jsonschema
 import structlog
-from jsonschema.exceptions import ValidationError, best_match
 
+from tfunnel.config.schema import Check, compile_plain
 from tfunnel.errors import ToolFailure
+
+if TYPE_CHECKING:
+    import jsonschema
+    from jsonschema.exceptions import ValidationError
 
 log = structlog.get_logger("tfunnel.surface")
 
 
-# Schemas are immutable values held by the current catalog; a validator is built once per schema
-# object (keyed by identity while it is alive) instead of once per call.
-_by_identity: dict[int, tuple[Mapping[str, Any], jsonschema.protocols.Validator]] = {}
+class _Entry:
+    """What one schema object compiled to: its checker (None when not plain), and the jsonschema
+    validator once one was needed."""
+
+    __slots__ = ("check", "schema", "validator")
+
+    def __init__(self, schema: Mapping[str, Any], check: Check | None) -> None:
+        self.schema = schema  # holding the schema keeps its id unique
+        self.check = check
+        self.validator: jsonschema.protocols.Validator | None = None
+
+
+# Schemas are immutable values held by the current catalog; checkers and validators are built
+# once per schema object (keyed by identity while it is alive) instead of once per call.
+_by_identity: dict[int, _Entry] = {}
 _IDENTITY_CACHE = 1024
-
-
-def _validator_for(schema: Mapping[str, Any]) -> jsonschema.protocols.Validator:
-    hit = _by_identity.get(id(schema))
-    if hit is not None and hit[0] is schema:
-        return hit[1]
-    validator = _validator(json.dumps(schema, sort_keys=True, default=str))
-    if len(_by_identity) >= _IDENTITY_CACHE:
-        _by_identity.clear()
-    _by_identity[id(schema)] = (schema, validator)  # holding the schema keeps its id unique
-    return validator
-
-
-@lru_cache(maxsize=512)
-def _validator(schema_json: str) -> jsonschema.protocols.Validator:
-    schema = json.loads(schema_json)
-    cls = jsonschema.validators.validator_for(schema)
-    return cls(schema)
 
 
 def validate_args(tool: str, schema: Mapping[str, Any] | None, args: Mapping[str, Any], *,
@@ -48,10 +49,18 @@ def validate_args(tool: str, schema: Mapping[str, Any] | None, args: Mapping[str
     validates its own input, and a bad schema must not make its tool uncallable."""
     if not schema:
         return
+    entry = _entry_for(schema)
+    if entry.check is not None and entry.check(args):
+        return
+    import jsonschema
+    from jsonschema.exceptions import best_match
+
     try:
-        validator = _validator_for(schema)
+        if entry.validator is None:
+            entry.validator = _validator(json.dumps(schema, sort_keys=True, default=str))
+        validator = entry.validator
         instance = dict(args)
-        if validator.is_valid(instance):  # the common case, far cheaper than collecting errors
+        if validator.is_valid(instance):
             return
         error = best_match(validator.iter_errors(instance))
     except (jsonschema.SchemaError, jsonschema.exceptions.UnknownType, TypeError, ValueError,
@@ -62,6 +71,26 @@ def validate_args(tool: str, schema: Mapping[str, Any] | None, args: Mapping[str
         return
     if error is not None:
         raise ToolFailure(f"invalid arguments for {tool!r}: {describe(error, schema)}")
+
+
+def _entry_for(schema: Mapping[str, Any]) -> _Entry:
+    entry = _by_identity.get(id(schema))
+    if entry is not None and entry.schema is schema:
+        return entry
+    entry = _Entry(schema, compile_plain(schema))
+    if len(_by_identity) >= _IDENTITY_CACHE:
+        _by_identity.clear()
+    _by_identity[id(schema)] = entry
+    return entry
+
+
+@lru_cache(maxsize=512)
+def _validator(schema_json: str) -> jsonschema.protocols.Validator:
+    import jsonschema
+
+    schema = json.loads(schema_json)
+    cls = jsonschema.validators.validator_for(schema)
+    return cls(schema)
 
 
 def describe(error: ValidationError, schema: Mapping[str, Any]) -> str:

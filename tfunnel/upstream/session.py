@@ -24,6 +24,7 @@ from typing import Any
 import structlog
 import trio
 
+from tfunnel import expiry
 from tfunnel.errors import ProtocolError, UpstreamError, UpstreamRemoteError, UpstreamTimeout
 from tfunnel.linewriter import LineWriter
 from tfunnel.protocol import jsonrpc
@@ -73,6 +74,20 @@ class _Pending:
     done: trio.Event = field(default_factory=trio.Event)
     response: Response | None = None
     failure: UpstreamError | None = None
+    waiting: bool = False  # the caller waits in `_wait`; `due` runs only then
+    timed_out: bool = False
+
+    def due(self, now: float) -> float | None:
+        """The timer (`tfunnel.expiry`), at or after the deadline: time out, or wait longer
+        when progress re-armed the window."""
+        if self.done.is_set():
+            return None
+        deadline = min(self.deadline, self.hard_deadline)
+        if now < deadline:
+            return deadline
+        self.timed_out = True
+        self.done.set()
+        return None
 
 
 class UpstreamSession:
@@ -189,14 +204,19 @@ class UpstreamSession:
         await self._write(encode_notification(method, params))
 
     async def _wait(self, pending: _Pending) -> None:
-        while not pending.done.is_set():
-            with trio.move_on_at(min(pending.deadline, pending.hard_deadline)):
-                await pending.done.wait()
-            now = trio.current_time()
-            if not pending.done.is_set() and now >= min(pending.deadline, pending.hard_deadline):
-                raise UpstreamTimeout(
-                    f"upstream {self.upstream_id!r} did not answer {pending.method} within "
-                    f"{pending.window:g} s")
+        if pending.done.is_set():
+            return
+        # One timer for every request (cheaper than a `move_on_at` scope per request).
+        pending.waiting = True
+        try:
+            expiry.current().add(min(pending.deadline, pending.hard_deadline), pending)
+            await pending.done.wait()
+        finally:
+            pending.waiting = False
+        if pending.timed_out:
+            raise UpstreamTimeout(
+                f"upstream {self.upstream_id!r} did not answer {pending.method} within "
+                f"{pending.window:g} s")
 
     async def _cancel_upstream(self, request_id: int, reason: str) -> None:
         """Tell the upstream to stop (shielded: the caller itself is being cancelled)."""

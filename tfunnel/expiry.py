@@ -1,0 +1,76 @@
+"""Deadlines for many waits, kept by one timer task per trio run.
+
+A `trio.move_on_at` scope around each wait registers a deadline with trio's run loop and removes
+it again; on the upstream request path that cost about 20 µs per forwarded call (bench/README.md).
+Here a wait only pushes (deadline, entry) on a heap. One system task sleeps until the earliest
+deadline and asks each entry that is due what to do (`Due.due`): the entry expires itself, or
+names a later deadline (a timeout re-armed by progress) and is asked again then.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+from typing import Protocol
+
+import trio
+
+# Entries that stopped waiting stay on the heap until they are due or the heap is compacted,
+# which happens when it has grown to twice its size after the last compaction (at least this).
+_MIN_COMPACT = 64
+
+
+class Due(Protocol):
+    @property
+    def waiting(self) -> bool:
+        """False once nothing waits on the entry any more (it may then be dropped)."""
+
+    def due(self, now: float) -> float | None:
+        """Called at or after the entry's deadline: expire it and return None, or return the
+        later deadline at which to call again. Must not raise."""
+
+
+class Expiry:
+    def __init__(self) -> None:
+        self._heap: list[tuple[float, int, Due]] = []
+        self._order = itertools.count()  # ties in deadline never compare entries
+        self._sleep = trio.CancelScope()
+        self._compact_at = _MIN_COMPACT
+
+    def add(self, deadline: float, entry: Due) -> None:
+        """Call `entry.due` once `deadline` has passed (while it is waiting)."""
+        heapq.heappush(self._heap, (deadline, next(self._order), entry))
+        if deadline < self._sleep.deadline:
+            self._sleep.deadline = deadline
+        if len(self._heap) >= self._compact_at:
+            self._heap = [item for item in self._heap if item[2].waiting]
+            heapq.heapify(self._heap)
+            self._compact_at = max(_MIN_COMPACT, 2 * len(self._heap))
+
+    async def run(self) -> None:
+        while True:
+            now = trio.current_time()
+            while self._heap and self._heap[0][0] <= now:
+                _, _, entry = heapq.heappop(self._heap)
+                if entry.waiting:
+                    later = entry.due(now)
+                    if later is not None:
+                        heapq.heappush(self._heap, (later, next(self._order), entry))
+            self._sleep = trio.CancelScope(deadline=self._heap[0][0] if self._heap else math.inf)
+            with self._sleep:
+                await trio.sleep_forever()
+
+
+_CURRENT: trio.lowlevel.RunVar[Expiry] = trio.lowlevel.RunVar("tfunnel.expiry")
+
+
+def current() -> Expiry:
+    """This trio run's expiry (its timer task starts on first use)."""
+    try:
+        return _CURRENT.get()
+    except LookupError:
+        expiry = Expiry()
+        trio.lowlevel.spawn_system_task(expiry.run, name="tfunnel.expiry")
+        _CURRENT.set(expiry)
+        return expiry
