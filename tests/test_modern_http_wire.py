@@ -15,6 +15,7 @@ import httpx2
 import pytest
 import trio
 
+from tests.conftest import add_tools
 from tests.httpgw import http_gateway
 
 pytestmark = pytest.mark.timeout(120)
@@ -186,3 +187,29 @@ async def test_mcp_name_with_surrounding_whitespace_is_accepted(home: Path) -> N
                     reply += chunk
     assert reply.startswith(b"HTTP/1.1 200"), reply[:200]
     assert b'"resultType":"complete"' in reply.replace(b" ", b"")
+
+
+async def test_mcp_param_headers_are_checked_against_the_tool_schema(home: Path) -> None:
+    """A hot tool whose inputSchema mirrors `region` (string) and `count` (integer) into headers:
+    the headers must be present and agree with the body (integers compared as numbers)."""
+    add_tools(home, {"id": "mirror", "name": "Mirror", "summary": "Echoes (test).",
+                     "invoke": {"type": "script", "path": "tools/scripts/echo.py"},
+                     "inputSchema": {"type": "object", "properties": {
+                         "region": {"type": "string", "x-mcp-header": "Region"},
+                         "count": {"type": "integer", "x-mcp-header": "Count"}}}})
+    (home / "tools" / "tools.state.json").write_text(json.dumps({"mirror": {"hot": True}}))
+    call = body("tools/call", {"name": "mirror", "arguments": {"region": "eu-west", "count": 3}})
+    base = headers("tools/call", "mirror")
+    cases = [({"mcp-param-region": "eu-west", "mcp-param-count": "3"}, 200),
+             ({"mcp-param-region": b64("eu-west"), "mcp-param-count": "03"}, 200),
+             ({"mcp-param-count": "3"}, 400),
+             ({"mcp-param-region": "us-east", "mcp-param-count": "3"}, 400),
+             ({"mcp-param-region": "eu-west", "mcp-param-count": "4"}, 400)]
+    async with http_gateway(home) as gateway, httpx2.AsyncClient(timeout=10) as http:
+        for extra, status in cases:
+            reply = await http.post(f"{gateway.url}/mcp", json=call, headers={**base, **extra})
+            assert reply.status_code == status, (extra, reply.json())
+            if status == 400:
+                assert reply.json()["error"]["code"] == -32020
+            else:
+                assert json.loads(reply.json()["result"]["content"][0]["text"])["args"]["count"] == 3
