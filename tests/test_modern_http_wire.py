@@ -213,3 +213,27 @@ async def test_mcp_param_headers_are_checked_against_the_tool_schema(home: Path)
                 assert reply.json()["error"]["code"] == -32020
             else:
                 assert json.loads(reply.json()["result"]["content"][0]["text"])["args"]["count"] == 3
+
+
+async def test_an_error_before_any_stream_message_keeps_its_status(home: Path) -> None:
+    """A request that would stream (it has a progressToken) but fails first is answered as JSON
+    with the error's own status, not inside a 200 event stream."""
+    meta = {**META, "io.modelcontextprotocol/protocolVersion": "2099-01-01", "progressToken": "p"}
+    async with http_gateway(home) as gateway, httpx2.AsyncClient(timeout=10) as http:
+        reply = await http.post(f"{gateway.url}/mcp", json=body("tools/list", meta=meta),
+                                headers=headers("tools/list", **{"mcp-protocol-version": "2099-01-01"}))
+        assert reply.status_code == 400 and reply.json()["error"]["code"] == -32022
+        unknown = await http.post(f"{gateway.url}/mcp",
+                                  json=body("tools/call", {"name": "nope", "arguments": {}},
+                                            meta={**META, "progressToken": "p"}),
+                                  headers=headers("tools/call", "nope"))
+        assert unknown.status_code == 400 and unknown.json()["error"]["code"] == -32602
+
+
+async def test_a_repeated_checked_header_is_refused(home: Path) -> None:
+    """Two Mcp-Name values: a proxy could act on one while we check the other."""
+    repeated = [(k, v) for k, v in headers("tools/call", "toolfunnel_howto").items()]
+    repeated.insert(0, ("mcp-name", "other_tool"))
+    async with http_gateway(home) as gateway, httpx2.AsyncClient(timeout=10) as http:
+        reply = await http.post(f"{gateway.url}/mcp", json=body("tools/call", CALL), headers=repeated)
+    assert reply.status_code == 400 and reply.json()["error"]["code"] == -32020

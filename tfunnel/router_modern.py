@@ -20,6 +20,7 @@ from tfunnel.gate.gated import AskUser
 from tfunnel.live import Changes
 from tfunnel.protocol import modern, mrtr
 from tfunnel.protocol.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, Request
+from tfunnel.protocol.results import ToolResult
 from tfunnel.protocol.session import EMPTY_LISTS, SERVER_CAPABILITIES
 from tfunnel.surface.context import CallContext, Resume
 from tfunnel.surface.service import Surface
@@ -111,10 +112,13 @@ class ModernRouter:
         try:
             outcome = await self._surface.call(name, params.get("arguments") or {}, ctx)
         except InputRequired as exc:
-            return {"resultType": "input_required", "inputRequests": exc.requests,
-                    "requestState": self._sealer.seal(binding, approved=sorted(approved),
-                                                      upstream_state=exc.upstream_state,
-                                                      parked=exc.parked)}
+            try:
+                sealed = self._sealer.seal(binding, approved=sorted(approved),
+                                           upstream_state=exc.upstream_state, parked=exc.parked)
+            except ValueError:  # an upstream's own state too large to carry inside ours
+                return ToolResult.failure(f"{name!r} needs input, but its upstream's requestState is "
+                                          "too large to carry").to_wire()
+            return {"resultType": "input_required", "inputRequests": exc.requests, "requestState": sealed}
         return outcome.to_wire()
 
     @staticmethod

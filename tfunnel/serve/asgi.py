@@ -110,12 +110,24 @@ async def end_on(event: trio.Event, scope: trio.CancelScope) -> None:
     scope.cancel()
 
 
-async def stream_events(queued: trio.MemoryReceiveChannel[dict[str, Any]], send: Send,
-                         done: trio.Event) -> None:
-    async with queued:
-        async for message in queued:
-            await send({"type": "http.response.body", "body": sse(message), "more_body": True})
-    done.set()
+class EventStream:
+    """One HTTP request's messages (progress, listen notifications, requests to the client) as
+    SSE. The response starts with the first message, so a request that ends without any still
+    gets a plain JSON answer with its own status (e.g. 400 for a modern error)."""
+
+    def __init__(self, send: Send) -> None:
+        self._send = send
+        self.started = False
+        self.done = trio.Event()
+
+    async def pump(self, queued: trio.MemoryReceiveChannel[dict[str, Any]]) -> None:
+        async with queued:
+            async for message in queued:
+                if not self.started:
+                    await self._send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
+                    self.started = True
+                await self._send({"type": "http.response.body", "body": sse(message), "more_body": True})
+        self.done.set()
 
 
 def sse(message: dict[str, Any]) -> bytes:

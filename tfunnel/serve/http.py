@@ -24,12 +24,14 @@ from tfunnel.protocol import jsonrpc, modern
 from tfunnel.protocol.eras import LEGACY_VERSIONS, MODERN_VERSIONS, Era, classify
 from tfunnel.protocol.headers import check_modern_headers, check_param_headers
 from tfunnel.protocol.jsonrpc import Notification, Request
+from tfunnel.protocol.modern import HEADER_MISMATCH
 from tfunnel.protocol.session import ClientSession
 from tfunnel.router import Router
 from tfunnel.serve import health
 from tfunnel.serve.asgi import (
     SSE_HEADERS,
     ChannelPeer,
+    EventStream,
     Receive,
     Scope,
     Send,
@@ -41,7 +43,6 @@ from tfunnel.serve.asgi import (
     read_message,
     rpc_error,
     sse,
-    stream_events,
 )
 from tfunnel.serve.metrics import Metrics
 from tfunnel.serve.sessions import HttpSession, SessionStore
@@ -79,6 +80,12 @@ def _allowed_origin(origin: str) -> bool:
         parts.hostname if ":" not in parts.hostname else f"[{parts.hostname}]")
 
 
+def _single(name: str) -> bool:
+    """Headers that must appear at most once: the ones we check against the body or the host."""
+    return name in ("host", "origin", "mcp-protocol-version", "mcp-method", "mcp-name",
+                    "mcp-session-id") or name.startswith("mcp-param-")
+
+
 class HttpApp:
     def __init__(self, router: Router, live: Live, supervisor: Supervisor, tally: CallTally,
                  sessions: SessionStore, metrics: Metrics) -> None:
@@ -100,7 +107,14 @@ class HttpApp:
             return
         if scope["type"] != "http":
             return
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        headers: dict[str, str] = {}
+        for raw_name, raw_value in scope["headers"]:
+            name = raw_name.decode("latin-1").lower()
+            if name in headers and _single(name):
+                # Two values where one is checked: a proxy might act on the other one.
+                await rpc_error(send, 400, None, HEADER_MISMATCH, f"Header mismatch: {name} is repeated")
+                return
+            headers[name] = raw_value.decode("latin-1")
         if not is_loopback_host(headers.get("host", "")):
             await plain(send, 421, b"Misdirected Request: this gateway answers loopback hosts only")
             return
@@ -263,26 +277,25 @@ class HttpApp:
         if inflight is not None:
             inflight[request.id] = scope
         reply: dict[str, Any] | None = None
+        stream = EventStream(send)
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(end_on_disconnect, receive, scope,
                                    "client disconnected; cancelling its call")
-                streamed_all = trio.Event()
                 if queued is not None:
-                    await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
-                    nursery.start_soon(stream_events, queued, send, streamed_all)
+                    nursery.start_soon(stream.pump, queued)
                 with scope:
                     reply = await self.router.respond(client, request, peer, era=era)
                 if out is not None:
                     await out.aclose()  # the stream task writes what is queued, then ends
-                    await streamed_all.wait()
+                    await stream.done.wait()
                 if scope.cancel_called:
                     reply = None  # cancelled: nothing is sent for it
                 nursery.cancel_scope.cancel()
         finally:
             if inflight is not None:
                 del inflight[request.id]
-        if queued is not None:
+        if stream.started:
             if reply is not None:
                 await send({"type": "http.response.body", "body": sse(reply), "more_body": True})
             await send({"type": "http.response.body", "body": b""})

@@ -53,8 +53,11 @@ class OutboundRequests:
         response = pending.response
         assert response is not None
         if response.error is not None:
-            raise ProtocolError(int(response.error.get("code", jsonrpc.INTERNAL_ERROR)),
-                                str(response.error.get("message", "error")))
+            code = response.error.get("code")
+            if not isinstance(code, int) or isinstance(code, bool):
+                code = jsonrpc.INTERNAL_ERROR
+            raise ProtocolError(code,
+                                str(response.error.get("message", "error"))[:500])
         return response.result or {}
 
     def resolve(self, response: Response) -> None:

@@ -29,7 +29,9 @@ async def call(upstreams: Upstreams, tool: UpstreamTool, args: Mapping[str, Any]
     resume = ctx.resume
     extra: dict[str, Any] | None = None
     if resume is not None and resume.upstream_state is not None:
-        extra = {"inputResponses": dict(resume.answers), "requestState": resume.upstream_state}
+        # The upstream asked last round: its answers go back, with its state if it gave one.
+        extra = {"inputResponses": dict(resume.answers),
+                 **({"requestState": resume.upstream_state} if resume.upstream_state else {})}
     for _ in range(MAX_INPUT_ROUNDS):
         try:
             wire = await _once(upstreams, tool, args, ctx, extra, parking)
@@ -47,7 +49,9 @@ async def call(upstreams: Upstreams, tool: UpstreamTool, args: Mapping[str, Any]
             raise ToolFailure(f"upstream {tool.upstream!r} answered {tool.tool!r} with a malformed "
                               "input_required result")
         if ctx.modern:
-            raise InputRequired(requests, upstream_state=state)
+            # "" marks "the upstream asked, without a state of its own": the retry's answers
+            # must still reach it.
+            raise InputRequired(requests, upstream_state=state or "")
         answers = {key: await answer(ctx, request) for key, request in requests.items()}
         extra = {"inputResponses": answers, **({"requestState": state} if state else {})}
     raise ToolFailure(f"upstream {tool.upstream!r} asked for input more than {MAX_INPUT_ROUNDS} times "

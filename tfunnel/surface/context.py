@@ -17,7 +17,9 @@ class Resume:
     """A modern client's retry of a call (MRTR): its answers, and where the call stood."""
 
     answers: Mapping[str, Any]
-    upstream_state: str | None = None  # a modern upstream's own requestState, to echo back
+    # A modern upstream's own requestState to echo back ("" when it asked without one; None when
+    # no upstream asked).
+    upstream_state: str | None = None
     parked: str | None = None  # the id of a parked upstream call (`surface.parking`)
 
 

@@ -13,6 +13,7 @@ cancels the call.
 from __future__ import annotations
 
 import itertools
+import math
 import secrets
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -75,7 +76,9 @@ class Parking:
     async def call(self, work: Work, progress: Progress | None) -> dict[str, Any]:
         """Run `work` parked; its result, or `InputRequired` when the upstream asks."""
         assert self._nursery is not None, "Parking.run is not running"
-        events, inbox = trio.open_memory_channel[_Question | None](1)
+        # Unbounded: the call's task never blocks handing over a question or its end (several
+        # questions may be asked at once; they are put to the client one per round).
+        events, inbox = trio.open_memory_channel[_Question | None](math.inf)
         parked = _Parked(secrets.token_urlsafe(12), events, inbox, progress=progress)
         self._calls[parked.id] = parked
         self._nursery.start_soon(self._run, parked, work)
@@ -102,13 +105,16 @@ class Parking:
         try:
             question = await parked.inbox.receive()
         except trio.Cancelled:
-            parked.scope.cancel()  # the client gave up before any question: so does the upstream
+            # The client gave up while the upstream worked: so does the upstream call.
+            self._calls.pop(parked.id, None)
+            parked.scope.cancel()
             raise
         if question is not None:
             parked.pending = question
+            parked.progress = None  # this round's request is over; the retry brings its own
             parked.deadline = trio.current_time() + self._ttl_s
             raise InputRequired(_requests(question), parked=parked.id)
-        del self._calls[parked.id]
+        self._calls.pop(parked.id, None)
         if parked.error is not None:
             raise parked.error
         assert parked.result is not None
@@ -133,9 +139,7 @@ class Parking:
                 parked.error = exc
         if parked.scope.cancelled_caught:
             parked.error = ToolFailure("the upstream call was cancelled")
-        with trio.CancelScope(shield=True):
-            await parked.events.send(None)
-        await parked.events.aclose()
+        parked.events.send_nowait(None)  # unbounded: never blocks, even at shutdown
 
     async def _reaper(self) -> None:
         while True:
