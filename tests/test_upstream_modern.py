@@ -430,3 +430,17 @@ async def test_a_handler_outlived_by_its_call_is_cancelled_and_answered() -> Non
             assert by_kind[True]["error"]["code"] == -32603
             assert "the call it belonged to has ended" in by_kind[True]["error"]["message"]
             assert cancelled.is_set()
+
+
+async def test_a_slow_answer_from_the_client_does_not_time_the_call_out(home: Path) -> None:
+    """While the client is being asked (a person answering), the payload window waits on; the
+    upstream gets a fresh window after the answer."""
+    async def slow_accept(method: str, params: dict[str, Any]) -> dict[str, Any]:
+        await trio.sleep(2.0)  # four payload windows
+        return ACCEPT
+
+    with trio.fail_after(40):
+        async with supervised(home, mock_spec(timeout_ms=500)) as supervisor:
+            result = await supervisor.call_tool("mock", "elicit", {"message": "Go?"}, on_request=slow_accept)
+            assert not result.get("isError"), result
+            assert json.loads(text(result)) == ACCEPT

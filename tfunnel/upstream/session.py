@@ -85,6 +85,11 @@ class _Pending:
         deadline = min(self.deadline, self.hard_deadline)
         if now < deadline:
             return deadline
+        if self.handlers and now < self.hard_deadline:
+            # The client is being asked on the upstream's behalf, and a person may take longer
+            # than one window: wait on, up to the absolute maximum.
+            self.deadline = min(now + self.window, self.hard_deadline)
+            return self.deadline
         self.timed_out = True
         self.done.set()
         return None
@@ -308,6 +313,8 @@ class UpstreamSession:
                               encode_error(request.id, jsonrpc.INTERNAL_ERROR, "Internal error"))
         finally:
             owner.handlers.discard(scope)
+            # The upstream gets a whole window for its work after the answer.
+            owner.deadline = min(trio.current_time() + owner.window, owner.hard_deadline)
         if answer is None:  # the call that owned the handler ended first
             answer = encode_error(request.id, jsonrpc.INTERNAL_ERROR,
                                   f"{request.method} abandoned: the call it belonged to has ended")
