@@ -235,3 +235,21 @@ async def test_a_legacy_http_session_answers_the_gate(home: Path, tmp_path: Path
         assert not result.is_error, result.content
     assert len(seen) == 1 and seen[0].startswith("Danger ahead")
     assert danger_log.exists()
+
+
+async def test_the_2024_sse_transport_answers_the_gate_too(home: Path, tmp_path: Path) -> None:
+    """HTTP+SSE (GET /sse, POST /messages): the question goes out on the session's stream."""
+    from mcp import ClientSession
+    from mcp.client.sse import sse_client
+
+    set_hooks(home, {"command": decision("ask", "Danger ahead")})
+    danger_log = tmp_path / "danger.log"
+    seen: list[str] = []
+    async with http_gateway(home, {"TOOLFUNNEL_DANGER_LOG": str(danger_log)}) as gw, \
+            sse_client(f"{gw.url}/sse") as (read, write), \
+            ClientSession(read, write, elicitation_callback=elicitation("accept", seen)) as session:
+        await session.initialize()
+        result = await session.call_tool("toolfunnel_run_tool", {"name": "danger", "args": {}})
+        assert not result.is_error, result.content
+    assert len(seen) == 1 and seen[0].startswith("Danger ahead")
+    assert danger_log.exists()

@@ -98,13 +98,16 @@ class LegacySse:
             nursery.start_soon(self._run, session, message, scope, queue)
         elif isinstance(message, Notification):
             session.notification(self.router, message)
+        else:
+            session.outbound.resolve(message)  # the client's answer to one of our requests
         await plain(send, 202, b"Accepted")
 
     async def _run(self, session: HttpSession, request: Request, scope: trio.CancelScope,
                    queue: trio.MemorySendChannel[dict[str, Any]]) -> None:
         with scope:
             try:
-                reply = await self.router.respond(session.client, request, ChannelPeer(queue, self.stopping))
+                peer = ChannelPeer(queue, self.stopping, session.outbound)
+                reply = await self.router.respond(session.client, request, peer)
             finally:
                 del session.inflight[request.id]
             if not scope.cancel_called:
