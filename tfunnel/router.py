@@ -8,7 +8,7 @@ that into a response (and suppressing it when the request was cancelled).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 import structlog
@@ -24,10 +24,10 @@ from tfunnel.protocol import jsonrpc, modern
 from tfunnel.protocol import session as legacy
 from tfunnel.protocol.eras import MODERN_VERSIONS, Era, classify
 from tfunnel.protocol.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, Notification, Request
-from tfunnel.protocol.session import EMPTY_LISTS, ClientSession
+from tfunnel.protocol.session import ClientSession, empty_capability
 from tfunnel.router_modern import CONFIRM_SCHEMA, ModernPeer, ModernRouter
 from tfunnel.surface import bridge
-from tfunnel.surface.context import CallContext, Resume, ServerRequests
+from tfunnel.surface.context import CallContext, Progress, Resume, ServerRequests
 from tfunnel.surface.service import Surface
 
 log = structlog.get_logger("tfunnel.router")
@@ -95,10 +95,9 @@ class Router:
             if not self._started.is_set():  # Event.wait() yields even when set: a needless pass
                 await self._started.wait()
             return {"tools": self._surface.list_tools()}
-        if method in EMPTY_LISTS:
-            return {EMPTY_LISTS[method]: []}
-        if method in ("prompts/get", "resources/read"):
-            raise ProtocolError(INVALID_PARAMS, f"Invalid params: no such {method.split('/')[0][:-1]}")
+        empty = empty_capability(method)
+        if empty is not None:
+            return empty
         if method == "tools/call":
             name = params.get("name")
             if not isinstance(name, str) or not name:
@@ -110,7 +109,7 @@ class Router:
             return outcome.to_wire()
         raise ProtocolError(METHOD_NOT_FOUND, f"Method not found: {method}")
 
-    def tool_schema(self, name: Any) -> dict[str, Any] | None:
+    def tool_schema(self, name: Any) -> Mapping[str, Any] | None:
         """The inputSchema of a top-level tool (for `Mcp-Param-*` header checks), if listed."""
         return self._surface.tool_schema(name) if isinstance(name, str) else None
 
@@ -157,31 +156,24 @@ class Router:
         return result
 
     def _call_context(self, session: ClientSession, request: Request, peer: Peer | None) -> CallContext:
-        meta = request.params.get("_meta")
-        meta = meta if isinstance(meta, dict) else {}
-        token = meta.get("progressToken")
-        progress = None
-        if peer is not None and isinstance(token, str | int) and not isinstance(token, bool):
-            def progress(params: dict[str, Any]) -> None:
-                relayed: dict[str, Any] = {k: params[k] for k in ("progress", "total", "message")
-                                           if k in params}
-                peer.notify_nowait("notifications/progress", {**relayed, "progressToken": token})
-        # Forwarded upstream: the caller's metadata minus protocol-owned keys and its own token.
-        forward = {k: v for k, v in meta.items()
-                   if k != "progressToken" and not k.startswith("io.modelcontextprotocol/")}
+        """A legacy client's call: it is asked (and upstreams' questions reach it) through real
+        requests, when it declared the capability and the transport carries requests."""
+        progress, forward = _progress_and_meta(request, peer)
         elicitation = session.capabilities.get("elicitation")
         bridged = {"elicitation": elicitation} \
             if isinstance(elicitation, dict) and peer is not None and peer.can_request else {}
-        return CallContext(session.id, str(request.id), self._asker(session, peer), progress, forward or None,
+        return CallContext(session.id, str(request.id), self._asker(session, peer), progress, forward,
                            bridged_capabilities=bridged,
                            server_requests=self._server_requests(session.capabilities, peer))
 
-    def _modern_context(self, request: Request, peer: Peer | None, *, env: modern.Envelope,
-                        resume: Resume | None, ask_user: Any) -> CallContext:
-        base = self._call_context(ClientSession(id="modern"), request, peer)
+    @staticmethod
+    def _modern_context(request: Request, peer: Peer | None, *, env: modern.Envelope,
+                        resume: Resume | None, ask_user: AskUser | None) -> CallContext:
+        """A modern client's call: it answers questions on its retry (MRTR), never by request."""
+        progress, forward = _progress_and_meta(request, peer)
         bridged = {"elicitation": dict(env.client_capabilities["elicitation"])} \
             if env.declared("elicitation") else {}
-        return CallContext("", str(request.id), ask_user, base.progress, base.meta, modern=True,
+        return CallContext("", str(request.id), ask_user, progress, forward, modern=True,
                            bridged_capabilities=bridged, log_level=env.log_level, resume=resume)
 
     @staticmethod
@@ -215,3 +207,19 @@ class Router:
             return answer.get("action") == "accept"
 
         return ask
+
+
+def _progress_and_meta(request: Request, peer: Peer | None) -> tuple[Progress | None, dict[str, Any] | None]:
+    """How to relay upstream progress to the caller (when it gave a token and can be told), and
+    the caller's `_meta` to forward upstream (minus protocol-owned keys and its own token)."""
+    meta = request.params.get("_meta")
+    meta = meta if isinstance(meta, dict) else {}
+    token = meta.get("progressToken")
+    progress = None
+    if peer is not None and isinstance(token, str | int) and not isinstance(token, bool):
+        def progress(params: dict[str, Any]) -> None:
+            relayed: dict[str, Any] = {k: params[k] for k in ("progress", "total", "message") if k in params}
+            peer.notify_nowait("notifications/progress", {**relayed, "progressToken": token})
+    forward = {k: v for k, v in meta.items()
+               if k != "progressToken" and not k.startswith("io.modelcontextprotocol/")}
+    return progress, forward or None

@@ -21,7 +21,7 @@ from tfunnel.live import Changes
 from tfunnel.protocol import modern, mrtr
 from tfunnel.protocol.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, Request
 from tfunnel.protocol.results import ToolResult
-from tfunnel.protocol.session import EMPTY_LISTS, SERVER_CAPABILITIES
+from tfunnel.protocol.session import SERVER_CAPABILITIES, empty_capability
 from tfunnel.surface.context import CallContext, Resume
 from tfunnel.surface.service import Surface
 
@@ -70,10 +70,8 @@ class ModernRouter:
                 raise ProtocolError(INVALID_PARAMS, "Invalid params: unknown cursor")
             await self._wait_started()
             result = {"tools": self._surface.list_tools()}
-        elif method in EMPTY_LISTS:
-            result = {EMPTY_LISTS[method]: []}
-        elif method in ("prompts/get", "resources/read"):
-            raise ProtocolError(INVALID_PARAMS, f"Invalid params: no such {method.split('/')[0][:-1]}")
+        elif (empty := empty_capability(method)) is not None:
+            result = empty
         elif method == "tools/call":
             result = await self._call(request, env, peer)
         elif method == "subscriptions/listen":

@@ -15,6 +15,7 @@ from typing import Any
 
 from tfunnel.errors import InputRequired, ProtocolError, ToolFailure, UpstreamRemoteError
 from tfunnel.protocol.modern import MISSING_CLIENT_CAPABILITY
+from tfunnel.protocol.session import DECLINED
 from tfunnel.surface.context import CallContext, Progress, ServerRequests, Upstreams
 from tfunnel.surface.parking import Parking
 from tfunnel.surface.upstream_tools import UpstreamTool
@@ -99,10 +100,8 @@ async def answer(ctx: CallContext, request: Any) -> dict[str, Any]:
 
 def declined(method: str) -> dict[str, Any]:
     """The answer when the client cannot be asked: an elicitation is declined, roots are none."""
-    if method == "elicitation/create":
-        return {"action": "decline"}
-    if method == "roots/list":
-        return {"roots": []}
+    if method in DECLINED:
+        return dict(DECLINED[method])
     raise ToolFailure(f"the upstream asked the client for {method!r}, which this client cannot answer")
 
 

@@ -21,7 +21,7 @@ from tfunnel.observe import CallTally, NullObserver, Observer
 from tfunnel.protocol.jsonrpc import INVALID_PARAMS
 from tfunnel.protocol.results import ToolResult
 from tfunnel.surface import bridge, meta
-from tfunnel.surface.catalog import Catalog
+from tfunnel.surface.catalog import Catalog, local_input_schema
 from tfunnel.surface.context import CallContext, Upstreams
 from tfunnel.surface.parking import Parking
 from tfunnel.surface.upstream_tools import UpstreamTool
@@ -52,12 +52,17 @@ class Surface:
     def list_tools(self) -> list[dict[str, Any]]:
         return self._catalog().top_level(meta.DEFINITIONS)
 
-    def tool_schema(self, name: str) -> dict[str, Any] | None:
-        for tool in self.list_tools():
-            if tool.get("name") == name:
-                schema = tool.get("inputSchema")
-                return schema if isinstance(schema, dict) else None
-        return None
+    def tool_schema(self, name: str) -> Mapping[str, Any] | None:
+        """The inputSchema of a top-level tool, as `list_tools` shows it; None if not listed."""
+        catalog = self._catalog()
+        if catalog.meta_callable(name):
+            schema: Mapping[str, Any] = meta.DEFINITIONS[name]["inputSchema"]
+            return schema
+        entry = catalog.hot_local(name)
+        if entry is not None:
+            return local_input_schema(entry)
+        tool = catalog.direct_upstream(name)
+        return tool.input_schema if tool is not None else None
 
     async def call(self, name: str, args: Any, ctx: CallContext) -> ToolResult:
         """`tools/call`. An unknown or unpromoted top-level name is a protocol error (-32602)."""

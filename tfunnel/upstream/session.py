@@ -30,6 +30,7 @@ from tfunnel.linewriter import LineWriter
 from tfunnel.protocol import jsonrpc
 from tfunnel.protocol.jsonrpc import Notification, Request, Response
 from tfunnel.protocol.modern import request_meta
+from tfunnel.protocol.session import DECLINED
 from tfunnel.upstream.client import (
     ClientCore,
     Garbage,
@@ -48,10 +49,8 @@ CANCEL_WRITE_S = 1.0
 # A payload call re-armed by progress still ends after this many payload windows.
 ABSOLUTE_MAX_WINDOWS = 10
 
-# Server→client requests a caller may answer (legacy era), and what we answer without one.
+# Server→client requests a caller may answer (legacy era); without one, `DECLINED` answers.
 BRIDGED_REQUESTS = frozenset({"elicitation/create", "sampling/createMessage", "roots/list"})
-UNANSWERED_DEFAULTS: dict[str, dict[str, Any]] = {"elicitation/create": {"action": "decline"},
-                                                   "roots/list": {"roots": []}}
 # Keys of `_meta` that belong to the protocol: on a modern request they are ours, never a caller's.
 PROTOCOL_META_PREFIX = "io.modelcontextprotocol/"
 
@@ -278,8 +277,8 @@ class UpstreamSession:
             return
         if request.method == "ping":
             answer = encode_response(request.id, {})
-        elif request.method in UNANSWERED_DEFAULTS:
-            answer = encode_response(request.id, UNANSWERED_DEFAULTS[request.method])
+        elif request.method in DECLINED:
+            answer = encode_response(request.id, dict(DECLINED[request.method]))
         else:
             answer = encode_error(request.id, jsonrpc.METHOD_NOT_FOUND, f"Method not found: {request.method}")
         with contextlib.suppress(UpstreamError):  # the child is going away; the supervisor sees it
