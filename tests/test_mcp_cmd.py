@@ -11,16 +11,14 @@ from typing import Any
 import pytest
 
 from tfunnel.config.expose import EXPOSE_FILE, load_expose
-from tfunnel.manage.mcp_cmd import add_mcp_arguments, mcp_command, split_argv
+from tfunnel.manage.mcp_cmd import AddOptions, add_mcp_arguments, mcp_command, split_argv
 
 TIME_CMD = ["mcp-server-time", "--local-timezone", "UTC"]
 
 
 def run(home: Path, action: str, upstream_id: str | None = None, command: list[str] | None = None, *,
-        env: list[str] | None = None, cwd: str | None = None, description: str = "",
-        disabled: bool = False) -> int:
-    return mcp_command(home, action, upstream_id, command or [], env=env or [], cwd=cwd,
-                       description=description, disabled=disabled)
+        env: list[str] | None = None, **options: Any) -> int:
+    return mcp_command(home, action, upstream_id, command or [], AddOptions(env=env or [], **options))
 
 
 def read(home: Path) -> Any:
@@ -148,8 +146,25 @@ def test_add_warns_about_isolation_but_adds(tmp_path: Path, capsys: pytest.Captu
     assert len(warnings) == 3
     assert "upstream 'fs': args[1] '/etc'" in warnings[0] and "allowOutsidePaths" in warnings[0]
     assert "env NODE_OPTIONS" in warnings[1]
-    assert "will not start 'fs' until this is fixed" in warnings[2]
+    assert "stops it at once, without retrying" in warnings[2]
+    assert "--allow-outside-paths" in warnings[2] and "--allow-code-loading-env" in warnings[2]
     assert read(tmp_path)["upstreams"][0]["id"] == "fs"
+
+
+def test_add_flags_write_every_field(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The opt-outs and timeouts given as flags land in the row, and the guard then has nothing to say."""
+    assert run(tmp_path, "add", "fs", ["npx", "server-filesystem", "/etc"], env=["NODE_OPTIONS=-r x"],
+               allow_outside_paths=True, allow_code_loading_env=True, timeout_ms=5000,
+               request_timeout_ms=700, description="files", cwd=".") == 0
+    assert "warning" not in capsys.readouterr().err
+    [row] = read(tmp_path)["upstreams"]
+    assert row == {"id": "fs", "transport": "stdio", "command": "npx", "args": ["server-filesystem", "/etc"],
+                   "env": {"NODE_OPTIONS": "-r x"}, "cwd": ".", "description": "files", "timeoutMs": 5000,
+                   "requestTimeoutMs": 700, "allowOutsidePaths": True, "allowCodeLoadingEnv": True,
+                   "enabled": True}
+    spec = load_expose(tmp_path).upstreams[0]
+    assert (spec.timeout_ms, spec.request_timeout_ms, spec.allow_outside_paths,
+            spec.allow_code_loading_env) == (5000, 700, True, True)
 
 
 # --------------------------------------------------------------------------- list
@@ -406,6 +421,17 @@ def test_cli_wiring(argv: str, expected: tuple[str, str | None, list[str], list[
     args = cli_parser().parse_args(head)
     assert (args.action, args.id, command, args.env, args.cwd) == expected
     assert args.home == ("/h" if "/h" in argv else None)
+    AddOptions.from_args(args)  # every action's namespace carries what add needs
+
+
+def test_cli_wiring_add_flags() -> None:
+    """Every `mcp add` flag reaches AddOptions."""
+    head, command = split_argv("mcp add fs --allow-outside-paths --allow-code-loading-env --timeout-ms 9 "
+                               "--request-timeout-ms 8 --cwd d --description n --disabled -- srv /x".split())
+    options = AddOptions.from_args(cli_parser().parse_args(head))
+    assert command == ["srv", "/x"]
+    assert options == AddOptions(env=[], cwd="d", description="n", disabled=True, allow_outside_paths=True,
+                                 allow_code_loading_env=True, timeout_ms=9, request_timeout_ms=8)
 
 
 @pytest.mark.parametrize(
@@ -416,6 +442,9 @@ def test_cli_wiring(argv: str, expected: tuple[str, str | None, list[str], list[
         pytest.param("mcp enable", id="enable-without-id"),
         pytest.param("mcp enable x --env A=B", id="env-on-enable"),
         pytest.param("mcp add time mcp-server-time", id="command-without-dashdash"),
+        pytest.param("mcp add time --timeout-ms 0 -- srv", id="zero-timeout"),
+        pytest.param("mcp add time --timeout-ms -5 -- srv", id="negative-timeout"),
+        pytest.param("mcp add time --request-timeout-ms soon -- srv", id="word-timeout"),
     ],
 )
 def test_cli_wiring_usage_errors(argv: str, capsys: pytest.CaptureFixture[str]) -> None:

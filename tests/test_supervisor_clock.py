@@ -270,3 +270,27 @@ async def test_supervisor_reconfigure(tmp_path: Path, monkeypatch: pytest.Monkey
     # The old incarnations of changed, removed and turned-off were cancelled at 10 s; the rest at shutdown.
     assert fake.cancelled == {"changed": [10.0, 15.0], "removed": [10.0], "turned-off": [10.0],
                               "same": [15.0], "added": [15.0]}
+
+
+@pytest.mark.parametrize("spec", [
+    UpstreamSpec(id="u", command="x", args=("--root", "/etc/outside-the-home")),
+    UpstreamSpec(id="u", command="x", env={"NODE_OPTIONS": "--require /tmp/x.js"}),
+    UpstreamSpec(id="u", command="x", transport="websocket"),
+], ids=["outside-path", "code-loading-env", "transport"])
+async def test_refusal_only_a_config_change_heals_is_final_at_once(tmp_path: Path, spec: UpstreamSpec) -> None:
+    """An isolation refusal (or a transport this version lacks) stops the upstream at t = 0: one
+    attempt, no backoff, `restarts: 0`, the reason naming the value and the opt-out."""
+    upstream = make_upstream(tmp_path, spec)
+    with trio.fail_after(1000):
+        await upstream.run()
+        assert trio.current_time() == 0.0
+    stats = upstream.statistics()
+    assert (stats.state, stats.restarts) == ("stopped", 0)
+    assert upstream.first_attempt.is_set()
+    assert stats.stopped_reason is not None and stats.stopped_reason == stats.last_error
+    if spec.transport == "stdio":
+        assert "isolation guard" in stats.stopped_reason
+        assert ("allowOutsidePaths" in stats.stopped_reason or "allowCodeLoadingEnv" in stats.stopped_reason)
+        assert (spec.args[-1] if spec.args else spec.env["NODE_OPTIONS"]) in stats.stopped_reason
+    else:
+        assert "websocket" in stats.stopped_reason

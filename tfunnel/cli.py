@@ -26,7 +26,7 @@ from tfunnel.config.validate import read_json
 from tfunnel.errors import ConfigError, ProtocolError
 from tfunnel.manage.hook_cmd import hook_command
 from tfunnel.manage.log_cmd import log_command
-from tfunnel.manage.mcp_cmd import add_mcp_arguments, mcp_command, split_argv
+from tfunnel.manage.mcp_cmd import AddOptions, add_mcp_arguments, mcp_command, split_argv
 from tfunnel.surface.catalog import Catalog
 from tfunnel.surface.context import CallContext
 from tfunnel.upstream.supervisor import UpstreamStatistics
@@ -129,8 +129,7 @@ def _main(argv: Sequence[str] | None) -> int:
         if command == "mcp" and args.probe:
             return _probe(home)
         if command == "mcp":
-            return mcp_command(home.path, args.action, args.id, upstream_command, env=args.env,
-                               cwd=args.cwd, description=args.description, disabled=args.disabled)
+            return mcp_command(home.path, args.action, args.id, upstream_command, AddOptions.from_args(args))
         return _tool(home, args.action, args.id)
     except ConfigError as exc:
         for problem in exc.problems:

@@ -20,6 +20,7 @@ import argparse
 import shlex
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -35,18 +36,31 @@ ACTIONS = ("list", "add", "enable", "disable", "remove", "reconnect")
 _PREFIX = "tfunnel mcp:"
 
 
-def mcp_command(
-    home: Path,
-    action: str,
-    upstream_id: str | None,
-    command: list[str],
-    *,
-    env: list[str],
-    cwd: str | None,
-    description: str,
-    disabled: bool,
-) -> int:
+@dataclass(frozen=True)
+class AddOptions:
+    """The upstream fields `tfunnel mcp add` takes as flags (None / False: the field is left out)."""
+
+    env: list[str] = field(default_factory=list)  # KEY=VALUE
+    cwd: str | None = None
+    description: str = ""
+    disabled: bool = False
+    allow_outside_paths: bool = False
+    allow_code_loading_env: bool = False
+    timeout_ms: int | None = None
+    request_timeout_ms: int | None = None
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> AddOptions:
+        return cls(env=args.env, cwd=args.cwd, description=args.description, disabled=args.disabled,
+                   allow_outside_paths=args.allow_outside_paths,
+                   allow_code_loading_env=args.allow_code_loading_env,
+                   timeout_ms=args.timeout_ms, request_timeout_ms=args.request_timeout_ms)
+
+
+def mcp_command(home: Path, action: str, upstream_id: str | None, command: list[str],
+                options: AddOptions | None = None) -> int:
     """Run one `tfunnel mcp` action against `home`; return the exit status."""
+    options = options or AddOptions()
     usage = _usage_problem(action, upstream_id, command)
     if usage:
         print(f"{_PREFIX} {usage}", file=sys.stderr)
@@ -65,10 +79,10 @@ def mcp_command(
         return 0
     assert upstream_id is not None  # _usage_problem checked it
     if action == "add":
-        variables = _parse_env(env)
+        variables = _parse_env(options.env)
         if variables is None:
             return 2
-        return _add(home, raw, upstream_id, command, variables, cwd, description, disabled)
+        return _add(home, raw, upstream_id, command, variables, options)
     if config.upstream(upstream_id) is None:
         known = ", ".join(sorted(u.id for u in config.upstreams)) or "none"
         print(f"{_PREFIX} no upstream with id {upstream_id!r} (known: {known})", file=sys.stderr)
@@ -132,7 +146,28 @@ def add_mcp_arguments(
             sub.add_argument("--cwd", help="its working directory (default: the home; relative to the home)")
             sub.add_argument("--description", default="", help="a note for people")
             sub.add_argument("--disabled", action="store_true", help="add it disabled")
-    parser.set_defaults(id=None, env=[], cwd=None, description="", disabled=False, probe=False)
+            sub.add_argument("--allow-outside-paths", action="store_true",
+                             help="let its args, cwd and path-list env variables point outside the home")
+            sub.add_argument("--allow-code-loading-env", action="store_true",
+                             help="let it have option-string env variables such as NODE_OPTIONS")
+            sub.add_argument("--timeout-ms", type=_milliseconds, metavar="MS",
+                             help="window for a tool call (default 120000)")
+            sub.add_argument("--request-timeout-ms", type=_milliseconds, metavar="MS",
+                             help="window for a control request such as tools/list (default 10000)")
+    parser.set_defaults(id=None, env=[], cwd=None, description="", disabled=False, probe=False,
+                        allow_outside_paths=False, allow_code_loading_env=False, timeout_ms=None,
+                        request_timeout_ms=None)
+
+
+def _milliseconds(text: str) -> int:
+    """A positive whole number of milliseconds (argparse turns the error into a usage error)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive whole number of milliseconds, got {text!r}")
+    return value
 
 
 def split_argv(argv: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -189,15 +224,23 @@ def _parse_env(pairs: list[str]) -> dict[str, str] | None:
 
 
 def _add(home: Path, raw: dict[str, Any], upstream_id: str, command: list[str],
-         env: dict[str, str], cwd: str | None, description: str, disabled: bool) -> int:
+         env: dict[str, str], options: AddOptions) -> int:
     row: dict[str, Any] = {"id": upstream_id, "transport": "stdio", "command": command[0],
                            "args": command[1:]}
     if env:
         row["env"] = env
-    if cwd is not None:
-        row["cwd"] = cwd
-    if description:
-        row["description"] = description
+    if options.cwd is not None:
+        row["cwd"] = options.cwd
+    if options.description:
+        row["description"] = options.description
+    for key, value in (("timeoutMs", options.timeout_ms), ("requestTimeoutMs", options.request_timeout_ms)):
+        if value is not None:
+            row[key] = value
+    if options.allow_outside_paths:
+        row["allowOutsidePaths"] = True
+    if options.allow_code_loading_env:
+        row["allowCodeLoadingEnv"] = True
+    disabled = options.disabled
     row["enabled"] = not disabled
     raw["upstreams"].append(row)
     try:
@@ -209,12 +252,17 @@ def _add(home: Path, raw: dict[str, Any], upstream_id: str, command: list[str],
         return 1
     spec = config.upstream(upstream_id)
     assert spec is not None
-    warnings = isolation_problems(spec, home)
+    refusals = isolation_problems(spec, home)
+    warnings = list(refusals)
     if not spec.resolved_cwd(home).is_dir():
         warnings.append(f"cwd {spec.resolved_cwd(home)} is not a folder (yet)")
     for warning in warnings:
         print(f"{_PREFIX} warning: upstream {upstream_id!r}: {warning}", file=sys.stderr)
-    if warnings:
+    if refusals:
+        print(f"{_PREFIX} warning: the isolation guard refuses {upstream_id!r}: the gateway stops it "
+              "at once, without retrying; add it again with --allow-outside-paths or "
+              "--allow-code-loading-env if that is intended", file=sys.stderr)
+    elif warnings:
         print(f"{_PREFIX} warning: the gateway will not start {upstream_id!r} until this is fixed",
               file=sys.stderr)
     state = "disabled" if disabled else "enabled"

@@ -32,12 +32,15 @@ STDERR_TAIL_BYTES = 4096
 
 
 class SpawnFailed(UpstreamError):
-    """The child could not be started; `permanent` when retrying cannot help (no such command,
-    missing cwd, not executable)."""
+    """The child could not be started; `permanent` when retrying soon cannot help (no such
+    command, missing cwd, not executable: things that may heal outside our config); `final` when
+    only a config change can help (an isolation refusal, a transport this version lacks): then it
+    is not retried at all."""
 
-    def __init__(self, message: str, *, permanent: bool) -> None:
+    def __init__(self, message: str, *, permanent: bool, final: bool = False) -> None:
         super().__init__(message)
-        self.permanent = permanent
+        self.permanent = permanent or final
+        self.final = final
 
 
 class StderrTail:

@@ -143,6 +143,12 @@ class Upstream:
                 error = self.last_error or f"upstream {self.spec.id!r} exited"
             except child.SpawnFailed as exc:
                 error, permanent = str(exc), exc.permanent
+                if exc.final:  # only a config change heals it: no retry, no restart counted
+                    self.last_error = self.stopped_reason = error
+                    self._set(State.STOPPED)
+                    self.first_attempt.set()
+                    log.error("upstream stopped", upstream=self.spec.id, reason=error)
+                    return
             except UpstreamError as exc:
                 error = str(exc)
             self.last_error = error
@@ -162,11 +168,11 @@ class Upstream:
         spec = self.spec
         if spec.transport != "stdio":
             raise child.SpawnFailed(f"upstream {spec.id!r}: transport {spec.transport!r} is not available "
-                                    "in this version (stdio only)", permanent=True)
+                                    "in this version (stdio only)", permanent=True, final=True)
         problems = isolation_problems(spec, self._ctx.home)
         if problems:
             raise child.SpawnFailed(f"upstream {spec.id!r} refused by the isolation guard: "
-                                    + "; ".join(problems), permanent=True)
+                                    + "; ".join(problems), permanent=True, final=True)
         proc = await child.spawn(spec.id, [spec.command, *spec.args], spec.resolved_cwd(self._ctx.home),
                                  {**self._ctx.env, **spec.env})
         self.pid = proc.pid
