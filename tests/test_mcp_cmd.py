@@ -426,8 +426,9 @@ def test_cli_wiring(argv: str, expected: tuple[str, str | None, list[str], list[
 
 def test_cli_wiring_add_flags() -> None:
     """Every `mcp add` flag reaches AddOptions."""
-    head, command = split_argv("mcp add fs --allow-outside-paths --allow-code-loading-env --timeout-ms 9 "
-                               "--request-timeout-ms 8 --cwd d --description n --disabled -- srv /x".split())
+    argv = ("mcp add fs --allow-outside-paths --allow-code-loading-env --timeout-ms 9 "
+            "--request-timeout-ms 8 --cwd d --description n --disabled -- srv /x")
+    head, command = split_argv(argv.split())
     options = AddOptions.from_args(cli_parser().parse_args(head))
     assert command == ["srv", "/x"]
     assert options == AddOptions(env=[], cwd="d", description="n", disabled=True, allow_outside_paths=True,

@@ -277,7 +277,7 @@ async def test_supervisor_reconfigure(tmp_path: Path, monkeypatch: pytest.Monkey
     UpstreamSpec(id="u", command="x", env={"NODE_OPTIONS": "--require /tmp/x.js"}),
     UpstreamSpec(id="u", command="x", transport="websocket"),
 ], ids=["outside-path", "code-loading-env", "transport"])
-async def test_refusal_only_a_config_change_heals_is_final_at_once(tmp_path: Path, spec: UpstreamSpec) -> None:
+async def test_refusal_that_only_config_heals_is_final(tmp_path: Path, spec: UpstreamSpec) -> None:
     """An isolation refusal (or a transport this version lacks) stops the upstream at t = 0: one
     attempt, no backoff, `restarts: 0`, the reason naming the value and the opt-out."""
     upstream = make_upstream(tmp_path, spec)
