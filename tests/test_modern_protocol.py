@@ -628,6 +628,7 @@ def forge(payload: Any, key: bytes = KEY) -> str:
         pytest.param({"approved": ["q1", "q2"], "upstream_state": "up-ßtate", "parked": "p"},
                      RequestState(BIND, 1060.0, ("q1", "q2"), "up-ßtate", "p"), id="everything"),
         pytest.param({"approved": iter(["q"])}, RequestState(BIND, 1060.0, ("q",)), id="any-iterable"),
+        pytest.param({"asked": ["d1"]}, RequestState(BIND, 1060.0, asked=("d1",)), id="asked"),
     ],
 )
 def test_seal_open_round_trip(kwargs: dict[str, Any], expected: RequestState) -> None:

@@ -123,6 +123,27 @@ async def test_an_ask_becomes_input_required_and_its_state_is_protected(home: Pa
     assert danger_log.exists()
 
 
+async def test_an_answer_to_a_question_never_asked_is_ignored(home: Path, tmp_path: Path) -> None:
+    """A modern client that answers the gate's question before it was asked (no requestState) is
+    asked again; the tool never runs on that answer, only on the answer to the asking round."""
+    set_hooks(home, {"command": decision("ask", "Danger ahead")})
+    danger_log = tmp_path / "danger.log"
+    async with gateway(home, {"TOOLFUNNEL_DANGER_LOG": str(danger_log)}) as wire:
+        call = {"name": "toolfunnel_run_tool", "arguments": {"name": "danger", "args": {}}}
+        first = (await wire.request(1, "tools/call", modern(call, ASKING)))["result"]
+        (key, _), = first["inputRequests"].items()
+        accept = {key: {"action": "accept", "content": {}}}  # the key is predictable: a digest
+        unasked = (await wire.request(2, "tools/call", modern({**call, "inputResponses": accept},
+                                                               ASKING)))["result"]
+        assert unasked["resultType"] == "input_required" and key in unasked["inputRequests"]
+        assert not danger_log.exists()
+        done = (await wire.request(3, "tools/call", modern({**call, "inputResponses": accept,
+                                                             "requestState": unasked["requestState"]},
+                                                            ASKING)))["result"]
+        assert done["resultType"] == "complete" and not done.get("isError"), done
+    assert danger_log.exists()
+
+
 async def test_a_modern_client_without_elicitation_gets_the_fallback(home: Path, tmp_path: Path) -> None:
     set_hooks(home, {"command": decision("ask", "Danger ahead")})
     async with gateway(home) as wire:

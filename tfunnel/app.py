@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import os
 import signal
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Collection, Mapping
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -77,8 +77,7 @@ def build(home: Path, environ: Mapping[str, str] | None = None, observer: Observ
                       observer)
     runner = LocalRunner(home, settings.limits, environ)
     surface = Surface(lambda: live.catalog, lambda: gate, runner, supervisor, audit, observer, Parking())
-    router = Router(lambda: live.settings, surface, gate, audit, live.started, observer,
-                    tools_changed=live.tools_changed)
+    router = Router(lambda: live.settings, surface, gate, audit, observer, tools_changed=live.tools_changed)
     return Gateway(home, live, audit, gate, supervisor, surface, router)
 
 
@@ -110,20 +109,24 @@ def watched_files(gateway: Gateway) -> dict[Path, Callable[[], object]]:
 
 
 @asynccontextmanager
-async def running(gateway: Gateway) -> AsyncIterator[trio.Nursery]:
+async def running(gateway: Gateway, only: Collection[str] | None = None) -> AsyncIterator[trio.Nursery]:
     """The gateway's background parts (supervisor, file watcher) around a transport; cancelling
-    the yielded nursery's scope shuts everything down, every child reaped."""
+    the yielded nursery's scope shuts everything down, every child reaped. `only` names the
+    upstreams to start (default: every enabled one)."""
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(_start_upstreams, gateway)
+        nursery.start_soon(_start_upstreams, gateway, only)
         nursery.start_soon(watch_files, watched_files(gateway))
         await nursery.start(gateway.surface.parking.run)
         yield nursery
         nursery.cancel_scope.cancel()
 
 
-async def _start_upstreams(gateway: Gateway) -> None:
+async def _start_upstreams(gateway: Gateway, only: Collection[str] | None) -> None:
+    config = gateway.live.expose
+    if only is not None:
+        config = replace(config, upstreams=tuple(u for u in config.upstreams if u.id in only))
     async with trio.open_nursery() as nursery:
-        await nursery.start(gateway.supervisor.run, gateway.live.expose)
+        await nursery.start(gateway.supervisor.run, config)
         gateway.live.upstreams_changed()
         gateway.live.started.set()
 

@@ -22,11 +22,15 @@ from tfunnel.config.atomic import sweep_temp_files, write_json_atomic
 from tfunnel.config.expose import load_expose
 from tfunnel.config.home import ResolvedHome, resolve_home, seed_dir, seed_home
 from tfunnel.config.load import STATE_FILE, load_register, load_state
+from tfunnel.config.model import META_TOOL_NAMES
+from tfunnel.config.names import owners
 from tfunnel.config.validate import read_json
 from tfunnel.errors import ConfigError, ProtocolError
+from tfunnel.live import Live
 from tfunnel.manage.hook_cmd import hook_command
 from tfunnel.manage.log_cmd import log_command
 from tfunnel.manage.mcp_cmd import AddOptions, add_mcp_arguments, mcp_command, split_argv
+from tfunnel.surface import meta
 from tfunnel.surface.catalog import Catalog
 from tfunnel.surface.context import CallContext
 from tfunnel.upstream.supervisor import UpstreamStatistics
@@ -205,8 +209,9 @@ def _call(home: ResolvedHome, name: str, raw_args: str) -> int:
     gateway = build(home.path)
 
     async def run() -> Any:
-        async with running(gateway):
-            await gateway.live.started.wait()
+        # Only the upstreams this call may need are started (none for a local tool); the
+        # surface waits for the one that owns the tool.
+        async with running(gateway, needed_upstreams(gateway.live, name, call_args)):
             return await gateway.surface.run_named(name, call_args, CallContext(session_id="cli"))
 
     try:
@@ -220,6 +225,23 @@ def _call(home: ResolvedHome, name: str, raw_args: str) -> int:
         for block in result.content:
             print(block.get("text", json.dumps(block)))
     return 1 if result.is_error else 0
+
+
+def needed_upstreams(live: Live, name: str, args: dict[str, Any]) -> set[str] | None:
+    """The upstreams `tfunnel call NAME ARGS` may need: none for a local tool or a guide, the
+    owners of an upstream tool's name, every one (None) for a listing."""
+    if name == meta.LIST_TOOLS:
+        return None
+    if name in (meta.RUN_TOOL, meta.TOOL_INSTRUCTIONS):
+        target = args.get("name")
+        if not isinstance(target, str):
+            return set()  # the call fails its argument check
+        name = target
+    elif name in META_TOOL_NAMES:
+        return set()
+    if live.catalog.find_local(name) is not None:
+        return set()
+    return set(owners(name, (u.id for u in live.expose.upstreams if u.enabled), live.expose.expose))
 
 
 def _probe(home: ResolvedHome) -> int:

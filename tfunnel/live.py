@@ -65,10 +65,8 @@ class Live:
         local = Catalog(self.register, self.state)
         upstream = assemble(self.ready_tools(), self.expose.expose, local.local_names())
         self.catalog = Catalog(self.register, self.state, upstream)
-        # Before startup ends no client has seen a tool list (tools/list waits for it): nothing
-        # to tell them yet.
-        if self.started.is_set():
-            self.tools_changed.bump()
+        # Clients list tools at once, upstreams or not: each upstream that comes up later is news.
+        self.tools_changed.bump()
 
     def upstreams_changed(self) -> None:
         """An upstream came up, went down or re-listed its tools."""

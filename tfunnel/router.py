@@ -12,7 +12,6 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 import structlog
-import trio
 
 from tfunnel.audit import AuditLog
 from tfunnel.config.model import Settings
@@ -59,17 +58,16 @@ class SessionHooks(Protocol):
 
 class Router:
     def __init__(self, settings: Callable[[], Settings], surface: Surface, hooks: SessionHooks,
-                 audit: AuditLog, started: trio.Event, observer: Observer | None = None, *,
+                 audit: AuditLog, observer: Observer | None = None, *,
                  tools_changed: Changes | None = None) -> None:
+        # Nothing here waits for upstreams: starting ones never hold a client up; their tools
+        # appear with list_changed once they are ready.
         self._observer: Observer = observer or NullObserver()
         self._settings = settings
         self._surface = surface
         self._hooks = hooks
         self._audit = audit
-        # Tool requests wait for the upstreams' first attempts (bounded by the startup deadline),
-        # so a client's first tools/list already holds the upstream tools that could connect.
-        self._started = started
-        self.modern = ModernRouter(settings, surface, started, tools_changed or Changes(), INSTRUCTIONS,
+        self.modern = ModernRouter(settings, surface, tools_changed or Changes(), INSTRUCTIONS,
                                    self._modern_context)
 
     async def handle(self, session: ClientSession, request: Request, peer: Peer | None = None, *,
@@ -92,8 +90,6 @@ class Router:
         if method == "tools/list":
             if params.get("cursor") is not None:
                 raise ProtocolError(INVALID_PARAMS, "Invalid params: unknown cursor")
-            if not self._started.is_set():  # Event.wait() yields even when set: a needless pass
-                await self._started.wait()
             return {"tools": self._surface.list_tools()}
         empty = empty_capability(method)
         if empty is not None:
@@ -102,8 +98,6 @@ class Router:
             name = params.get("name")
             if not isinstance(name, str) or not name:
                 raise ProtocolError(INVALID_PARAMS, 'Invalid params: "name" must be a non-empty string')
-            if not self._started.is_set():
-                await self._started.wait()
             outcome = await self._surface.call(name, params.get("arguments") or {},
                                                self._call_context(session, request, peer))
             return outcome.to_wire()

@@ -48,12 +48,11 @@ class ModernPeer(Protocol):
 
 
 class ModernRouter:
-    def __init__(self, settings: Callable[[], Settings], surface: Surface, started: trio.Event,
-                 tools_changed: Changes, instructions: str, call_context: Callable[..., CallContext],
+    def __init__(self, settings: Callable[[], Settings], surface: Surface, tools_changed: Changes,
+                 instructions: str, call_context: Callable[..., CallContext],
                  sealer: mrtr.Sealer | None = None) -> None:
         self._settings = settings
         self._surface = surface
-        self._started = started
         self._changes = tools_changed
         self._instructions = instructions
         self._call_context = call_context
@@ -68,7 +67,6 @@ class ModernRouter:
         elif method == "tools/list":
             if request.params.get("cursor") is not None:
                 raise ProtocolError(INVALID_PARAMS, "Invalid params: unknown cursor")
-            await self._wait_started()
             result = {"tools": self._surface.list_tools()}
         elif (empty := empty_capability(method)) is not None:
             result = empty
@@ -81,10 +79,6 @@ class ModernRouter:
         settings = self._settings()
         return modern.complete(result, method, {"name": settings.server_name,
                                                 "version": settings.server_version})
-
-    async def _wait_started(self) -> None:
-        if not self._started.is_set():
-            await self._started.wait()
 
     # --- tools/call and MRTR ------------------------------------------------------------------
 
@@ -104,14 +98,17 @@ class ModernRouter:
         if state is not None and (state.upstream_state is not None or state.parked is not None):
             answers = {k: v for k, v in responses.items() if not k.startswith(CONFIRM_PREFIX)}
             resume = Resume(answers, state.upstream_state, state.parked)
+        # Answers count only for the questions our sealed state says were asked: without a
+        # requestState (or for another question) the gate asks again.
+        asked = frozenset(state.asked if state else ())
         ctx = self._call_context(request, peer, env=env, resume=resume,
-                                 ask_user=self._asker(env, responses, approved))
-        await self._wait_started()
+                                 ask_user=self._asker(env, responses, approved, asked))
         try:
             outcome = await self._surface.call(name, params.get("arguments") or {}, ctx)
         except InputRequired as exc:
+            questions = [key[len(CONFIRM_PREFIX):] for key in exc.requests if key.startswith(CONFIRM_PREFIX)]
             try:
-                sealed = self._sealer.seal(binding, approved=sorted(approved),
+                sealed = self._sealer.seal(binding, approved=sorted(approved), asked=questions,
                                            upstream_state=exc.upstream_state, parked=exc.parked)
             except ValueError:  # an upstream's own state too large to carry inside ours
                 return ToolResult.failure(f"{name!r} needs input, but its upstream's requestState is "
@@ -120,9 +117,11 @@ class ModernRouter:
         return outcome.to_wire()
 
     @staticmethod
-    def _asker(env: modern.Envelope, responses: Mapping[str, Any], approved: set[str]) -> AskUser | None:
-        """The gate's `ask` for a modern client: answered from this retry's inputResponses or an
-        earlier round's approval; otherwise the call ends with the question (input_required)."""
+    def _asker(env: modern.Envelope, responses: Mapping[str, Any], approved: set[str],
+               asked: frozenset[str]) -> AskUser | None:
+        """The gate's `ask` for a modern client: answered from this retry's inputResponses (to a
+        question the last round asked) or an earlier round's approval; otherwise the call ends
+        with the question (input_required)."""
         if not env.declared("elicitation"):
             return None  # the gate uses gate.askFallback
 
@@ -130,7 +129,7 @@ class ModernRouter:
             digest = mrtr.question_digest(message)
             if digest in approved:
                 return True
-            answer = responses.get(CONFIRM_PREFIX + digest)
+            answer = responses.get(CONFIRM_PREFIX + digest) if digest in asked else None
             if isinstance(answer, Mapping):
                 accepted = answer.get("action") == "accept"
                 if accepted:

@@ -27,6 +27,9 @@ class Limits:
     tool_timeout_s: float = 60.0
     tool_output_bytes: int = 1 * MIB
     shutdown_grace_s: float = 5.0
+    # How long an upstream may take to come up: the gateway's startup wait, and how long a call to
+    # a tool of an upstream that is still starting waits for it.
+    upstream_start_s: float = 15.0
 
 
 @dataclass(frozen=True)

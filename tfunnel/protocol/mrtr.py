@@ -58,6 +58,9 @@ class RequestState:
     approved: tuple[str, ...] = ()
     upstream_state: str | None = None
     parked: str | None = None
+    # The gate questions (digests) asked in the round that issued this state: only answers to
+    # these count on the retry, so a client cannot pre-answer a question it was never asked.
+    asked: tuple[str, ...] = ()
 
 
 def binding(method: str, params: Mapping[str, Any]) -> str:
@@ -89,11 +92,11 @@ class Sealer:
         self._clock = clock
 
     def seal(self, binding: str, *, approved: Iterable[str] = (), upstream_state: str | None = None,
-             parked: str | None = None) -> str:
+             parked: str | None = None, asked: Iterable[str] = ()) -> str:
         """A token for `binding` that expires `ttl_s` from now. Raises `ValueError` when it would
         be longer than `open` accepts."""
         payload = {"b": binding, "e": self._clock() + self._ttl_s, "a": list(approved),
-                   "u": upstream_state, "p": parked}
+                   "u": upstream_state, "p": parked, "q": list(asked)}
         body = _b64(json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode("utf-8"))
         token = f"{VERSION}.{body}.{self._mac(body)}"
         if len(token) > MAX_TOKEN_CHARS:
@@ -137,10 +140,14 @@ def _state(body: str) -> RequestState:
     if not isinstance(raw, dict):
         raise RequestStateError("malformed")
     bound, expires, approved = raw.get("b"), raw.get("e"), raw.get("a")
-    upstream, parked = raw.get("u"), raw.get("p")
+    upstream, parked, asked = raw.get("u"), raw.get("p"), raw.get("q", [])
     if (not isinstance(bound, str) or isinstance(expires, bool) or not isinstance(expires, int | float)
-            or not math.isfinite(expires)
-            or not isinstance(approved, list) or not all(isinstance(a, str) for a in approved)
+            or not math.isfinite(expires) or not _strings(approved) or not _strings(asked)
             or not isinstance(upstream, str | None) or not isinstance(parked, str | None)):
         raise RequestStateError("malformed")
-    return RequestState(bound, float(expires), tuple(approved), upstream, parked)
+    assert isinstance(approved, list) and isinstance(asked, list)
+    return RequestState(bound, float(expires), tuple(approved), upstream, parked, tuple(asked))
+
+
+def _strings(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(item, str) for item in value)

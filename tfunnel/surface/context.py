@@ -51,3 +51,13 @@ class Upstreams(Protocol):
                         on_request: ServerRequests | None = None) -> dict[str, Any]: ...
 
 
+
+
+class SupervisedUpstreams(Upstreams, Protocol):
+    """Upstreams that come up in the background: a call may wait for the one it needs."""
+
+    def pending_owner(self, name: str) -> str | None:
+        """The upstream that may surface a tool as `name` once it is up, if it is still coming up."""
+
+    async def wait_ready(self, upstream_id: str) -> str | None:
+        """Wait (bounded) while `upstream_id` comes up; None once ready, else why it is not."""

@@ -22,7 +22,7 @@ from tfunnel.protocol.jsonrpc import INVALID_PARAMS
 from tfunnel.protocol.results import ToolResult
 from tfunnel.surface import bridge, meta
 from tfunnel.surface.catalog import Catalog, local_input_schema
-from tfunnel.surface.context import CallContext, Upstreams
+from tfunnel.surface.context import CallContext, SupervisedUpstreams
 from tfunnel.surface.parking import Parking
 from tfunnel.surface.upstream_tools import UpstreamTool
 from tfunnel.surface.validation import validate_args
@@ -38,7 +38,7 @@ Target = ToolEntry | UpstreamTool
 
 class Surface:
     def __init__(self, catalog: Callable[[], Catalog], gate: Callable[[], Gate], local: LocalTools,
-                 upstreams: Upstreams, audit: AuditLog, observer: Observer | None = None,
+                 upstreams: SupervisedUpstreams, audit: AuditLog, observer: Observer | None = None,
                  parking: Parking | None = None) -> None:
         self._catalog = catalog
         self._gate = gate
@@ -72,6 +72,12 @@ class Surface:
         if catalog.meta_callable(name):
             return await self._guarded(_label(name, args), self._meta(catalog, name, args, ctx))
         target: Target | None = catalog.hot_local(name) or catalog.direct_upstream(name)
+        if target is None and (owner := self._upstreams.pending_owner(name)) is not None:
+            # A name its upstream will surface once up: wait for that upstream only.
+            problem = await self._upstreams.wait_ready(owner)
+            target = self._catalog().direct_upstream(name)
+            if target is None and problem is not None:
+                return await self._guarded(name, _fail(problem))
         if target is not None:
             return await self._guarded(name, self._run(target, args, ctx))
         raise ProtocolError(INVALID_PARAMS, f"Unknown tool: {name}")
@@ -85,7 +91,7 @@ class Surface:
             return await self._guarded(_label(name, args), self._meta(catalog, name, args, ctx))
 
         async def any_tool() -> ToolResult:
-            return await self._run(self._resolve(catalog, name), args, ctx)
+            return await self._run(await self._resolve(name), args, ctx)
 
         return await self._guarded(name, any_tool())
 
@@ -119,15 +125,22 @@ class Surface:
                               structured={"tools": briefs})
         if name == meta.HOWTO:
             return ToolResult.text(meta.howto_text(args["topic"]))
-        target = self._resolve(catalog, args["name"])
+        target = await self._resolve(args["name"])
         if name == meta.TOOL_INSTRUCTIONS:
             return ToolResult.text(_instructions(target))
         return await self._run(target, args.get("args") or {}, ctx)
 
-    @staticmethod
-    def _resolve(catalog: Catalog, name: str) -> Target:
-        """A local tool (by id, then display name) or an upstream tool (by surfaced name), enabled."""
+    async def _resolve(self, name: str) -> Target:
+        """A local tool (by id, then display name) or an upstream tool (by surfaced name), enabled.
+        A name that an upstream still coming up may surface waits for that upstream (bounded)."""
+        catalog = self._catalog()
         target: Target | None = catalog.find_local(name) or catalog.find_upstream(name)
+        if target is None and (owner := self._upstreams.pending_owner(name)) is not None:
+            problem = await self._upstreams.wait_ready(owner)
+            catalog = self._catalog()
+            target = catalog.find_upstream(name)
+            if target is None and problem is not None:
+                raise ToolFailure(problem)
         if target is None:
             raise ToolFailure(f"no tool named {name!r}; toolfunnel_list_tools lists the tools you can use")
         surfaced = target.surfaced if isinstance(target, UpstreamTool) else target.id
@@ -196,6 +209,10 @@ class Surface:
                                durationMs=round((time.monotonic() - started) * 1000, 1),
                                session=ctx.session_id, args=self._audit.redact(dict(args)),
                                result=self._audit.redact(result.to_wire() if result else None))
+
+
+async def _fail(message: str) -> ToolResult:
+    raise ToolFailure(message)
 
 
 def _label(name: str, args: Mapping[str, Any]) -> str:

@@ -11,6 +11,12 @@ from tfunnel.errors import UpstreamUnavailable
 class NoUpstreams:
     """An `Upstreams` with nothing attached: every call is refused as unavailable."""
 
+    def pending_owner(self, name: str) -> str | None:
+        return None
+
+    async def wait_ready(self, upstream_id: str) -> str | None:
+        return f"upstream {upstream_id!r} is not configured"
+
     async def call_tool(self, upstream_id: str, tool: str, arguments: Mapping[str, Any], *,
                         meta: Mapping[str, Any] | None = None,
                         on_progress: Callable[[dict[str, Any]], None] | None = None,

@@ -20,8 +20,9 @@ from typing import Any
 import structlog
 import trio
 
-from tfunnel.config.expose import ExposeConfig, UpstreamSpec
+from tfunnel.config.expose import ExposeConfig, ExposeEntry, UpstreamSpec
 from tfunnel.config.model import Limits
+from tfunnel.config.names import owners
 from tfunnel.errors import UpstreamCrashed, UpstreamError, UpstreamUnavailable
 from tfunnel.flow import acquire_eager
 from tfunnel.protocol.eras import Era
@@ -34,8 +35,6 @@ from tfunnel.upstream.session import Progress, ServerRequests, UpstreamSession
 
 log = structlog.get_logger("tfunnel.upstream")
 
-# The gateway is ready when every upstream connected or failed its first attempt, or after this.
-STARTUP_DEADLINE_S = 15.0
 # Calls in flight to one upstream at once; more wait their turn instead of piling onto its stdin.
 MAX_CONCURRENT_CALLS = 64
 # tools/list pages followed before we stop trusting nextCursor.
@@ -48,6 +47,10 @@ class State(enum.Enum):
     BACKOFF = "backoff"
     STOPPED = "stopped"
     DISABLED = "disabled"
+
+
+# States an upstream may still leave for READY without a config change.
+_COMING = frozenset({State.STARTING, State.BACKOFF})
 
 
 @dataclass(frozen=True)
@@ -110,6 +113,8 @@ class Upstream:
         self.last_error: str | None = None
         self.stopped_reason: str | None = None
         self.first_attempt = trio.Event()
+        self.ever_ready = False
+        self._changed = trio.Event()  # set (and replaced) on every state change
 
     @property
     def era(self) -> Era | None:
@@ -132,6 +137,30 @@ class Upstream:
         if state is not self.state:
             self.state = state
             self.since = _now_iso()
+            self.ever_ready |= state is State.READY
+            self._changed.set()
+            self._changed = trio.Event()
+
+    async def wait_ready(self, timeout_s: float) -> str | None:
+        """Wait (at most `timeout_s`) while this upstream is starting or restarting; None once it
+        is ready, else why it is not, naming it (never its stderr)."""
+        with trio.move_on_after(timeout_s):
+            while self.state in _COMING:
+                await self._changed.wait()
+        return self.unavailable()
+
+    def unavailable(self) -> str | None:
+        """Why a call cannot reach this upstream now, or None when it is ready."""
+        name = self.spec.id
+        if self.state is State.READY:
+            return None
+        if self.state in _COMING:
+            what = "restarting" if self.ever_ready else "still starting"
+            detail = f" (last error: {self.last_error})" if self.last_error else ""
+            return f"upstream {name!r} is {what}{detail}"
+        if self.state is State.STOPPED:
+            return f"upstream {name!r} is stopped ({self.stopped_reason})"
+        return f"upstream {name!r} is {self.state.value}"
 
     async def run(self) -> None:
         """Supervise until cancelled, or until a ceiling stops the upstream."""
@@ -286,8 +315,7 @@ class Upstream:
         during the call; `extra`, `log_level` and `client_capabilities` do not apply."""
         session = self.session
         if session is None or self.state is not State.READY:
-            detail = f" ({self.stopped_reason})" if self.state is State.STOPPED else ""
-            raise UpstreamUnavailable(f"upstream {self.spec.id!r} is {self.state.value}{detail}")
+            raise UpstreamUnavailable(self.unavailable() or f"upstream {self.spec.id!r} is not connected")
         modern = session.modern_version is not None
         params: dict[str, Any] = {k: v for k, v in (extra or {}).items()
                                   if modern and k not in ("name", "arguments", "_meta")}
@@ -307,10 +335,14 @@ class Upstream:
 class Supervisor:
     """All upstreams of one gateway, reconfigured live from `mcp/expose.json`."""
 
-    def __init__(self, ctx: Context, *, startup_deadline_s: float = STARTUP_DEADLINE_S) -> None:
+    def __init__(self, ctx: Context, *, startup_deadline_s: float | None = None) -> None:
         self._ctx = ctx
-        self._startup_deadline_s = startup_deadline_s
+        # The gateway's startup wait ends when every upstream connected or failed its first
+        # attempt, or after this; a call to a tool of a starting upstream waits as long.
+        self._startup_deadline_s = ctx.limits.upstream_start_s if startup_deadline_s is None \
+            else startup_deadline_s
         self.upstreams: dict[str, Upstream] = {}
+        self._expose: tuple[ExposeEntry, ...] = ()
         self._scopes: dict[str, trio.CancelScope] = {}
         self._finished: dict[str, trio.Event] = {}
         self._lock = trio.Lock()
@@ -322,6 +354,7 @@ class Supervisor:
         its first attempt (or the startup deadline passed); supervise until cancelled."""
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
+            self._expose = config.expose
             async with self._lock:
                 for spec in config.upstreams:
                     await self._start(spec)
@@ -339,6 +372,7 @@ class Supervisor:
 
     async def _apply(self, config: ExposeConfig) -> None:
         async with self._lock:
+            self._expose = config.expose
             wanted = {spec.id: spec for spec in config.upstreams}
             for upstream_id in list(self.upstreams):
                 old = self.upstreams[upstream_id].spec
@@ -391,6 +425,22 @@ class Supervisor:
 
     def statistics(self) -> list[UpstreamStatistics]:
         return [u.statistics() for u in self.upstreams.values()]
+
+    def pending_owner(self, name: str) -> str | None:
+        """The id of an upstream that is starting or restarting and may surface a tool as `name`
+        (once it lists its tools): the upstream of an expose entry naming it, else the one whose
+        `<id>_` prefix it carries (the longest such id)."""
+        coming = [uid for uid, u in self.upstreams.items() if u.state in _COMING]
+        candidates = owners(name, coming, self._expose)
+        return candidates[0] if candidates else None
+
+    async def wait_ready(self, upstream_id: str) -> str | None:
+        """Wait, bounded by the start window, while `upstream_id` is starting or restarting; None
+        once it is ready, else why it is not."""
+        upstream = self.upstreams.get(upstream_id)
+        if upstream is None:
+            return f"upstream {upstream_id!r} is not configured"
+        return await upstream.wait_ready(self._startup_deadline_s)
 
     def ready_tools(self) -> dict[str, tuple[dict[str, Any], ...]]:
         """The tools of every ready upstream, in config order."""
