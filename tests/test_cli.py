@@ -107,6 +107,23 @@ def test_tool_visibility_commands_write_the_state_file(home: Path) -> None:
     assert unknown.returncode == 1 and "nope" in unknown.stderr
 
 
+@pytest.mark.parametrize(("action", "name", "near"), [
+    ("hot", "hsh", "'hash'"),
+    ("enable", "toolfunnel_run", "'toolfunnel_run_tool'"),
+    ("hide", "text_stats", "'text-stats'"),
+    ("disable", "zzzzqqq", "`tfunnel tools` lists them"),
+])
+def test_tool_command_refuses_an_unknown_name_with_near_matches(home: Path, action: str, name: str,
+                                                                  near: str) -> None:
+    """`tfunnel tool ACTION NAME` of a name that does not exist is refused (exit 1), naming the
+    near matches, and writes nothing."""
+    done = tfunnel(home, "tool", action, name)
+    assert done.returncode == 1
+    [line] = [line for line in done.stderr.splitlines() if line.startswith("tfunnel tool:")]
+    assert repr(name) in line and near in line
+    assert not (home / "tools" / "tools.state.json").exists()
+
+
 def test_usage_errors_exit_2(home: Path) -> None:
     """An unknown command or option is a usage error (exit 2)."""
     assert tfunnel(home, "frobnicate").returncode == 2

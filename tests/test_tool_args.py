@@ -53,7 +53,8 @@ async def test_arguments_reach_the_tool_whatever_their_size(home: Path, size: in
     """Small arguments arrive in TOOLFUNNEL_TOOL_ARGS and on stdin; arguments too large for the
     environment still run the tool: on stdin and in a private file (0600) that is gone afterwards."""
     (home / "tools" / "scripts" / "reporter.py").write_text(REPORTER)
-    add_tools(home, {"id": "reporter", "name": "Reporter", "invoke": {"type": "script", "path": "reporter.py"},
+    add_tools(home, {"id": "reporter", "name": "Reporter",
+                     "invoke": {"type": "script", "path": "reporter.py"},
                      "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}}})
     async with gateway(home) as wire:
         await wire.initialize()

@@ -114,19 +114,24 @@ async def running(gateway: Gateway, only: Collection[str] | None = None) -> Asyn
     the yielded nursery's scope shuts everything down, every child reaped. `only` names the
     upstreams to start (default: every enabled one)."""
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(_start_upstreams, gateway, only)
+        await nursery.start(_start_upstreams, gateway, only)
         nursery.start_soon(watch_files, watched_files(gateway))
         await nursery.start(gateway.surface.parking.run)
         yield nursery
         nursery.cancel_scope.cancel()
 
 
-async def _start_upstreams(gateway: Gateway, only: Collection[str] | None) -> None:
+async def _start_upstreams(gateway: Gateway, only: Collection[str] | None, *,
+                           task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+    """Start the upstreams; report started once each is known to the supervisor (a call to one
+    of their tools then waits for its upstream); `live.started` once each had its first attempt."""
     config = gateway.live.expose
     if only is not None:
         config = replace(config, upstreams=tuple(u for u in config.upstreams if u.id in only))
     async with trio.open_nursery() as nursery:
-        await nursery.start(gateway.supervisor.run, config)
+        await nursery.start(gateway.supervisor.serve, config)
+        task_status.started()
+        await gateway.supervisor.first_attempts()
         gateway.live.upstreams_changed()
         gateway.live.started.set()
 
@@ -242,8 +247,11 @@ async def run_http(gateway: Gateway, metrics: Metrics, host: str, port: int, gra
         nursery.start_soon(notifier.run_watchdog)
         nursery.start_soon(app.reap_idle_sessions)
         urls = await nursery.start(_serve_http, app, config, shutdown)
-        await live.started.wait()
+        # Clients are served from here on, upstreams or not; systemd and /readyz hear "ready"
+        # once the upstreams have had their start window.
         log.info("listening", urls=urls, server=live.settings.server_name)
+        await live.started.wait()
+        log.info("upstreams started", status=upstream_status(gateway))
         notifier.ready(upstream_status(gateway))
         await app.stopped.wait()
     notifier.close()

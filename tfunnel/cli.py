@@ -4,6 +4,7 @@ that failed), 2 usage error, 130/143 after SIGINT/SIGTERM."""
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import os
 import sys
@@ -288,8 +289,9 @@ def _tool(home: ResolvedHome, action: str, name: str) -> int:
     known |= {e.as_name for e in expose.expose}
     upstream_prefix = any(name.startswith(f"{u.id}_") for u in expose.upstreams)
     if name not in known and not upstream_prefix:
-        print(f"tfunnel tool: no tool with surfaced name {name!r} (known: {', '.join(sorted(known))})",
-              file=sys.stderr)
+        near = difflib.get_close_matches(name, sorted(known), n=5, cutoff=0.6)
+        hint = f"did you mean {', '.join(repr(n) for n in near)}?" if near else "`tfunnel tools` lists them"
+        print(f"tfunnel tool: no tool with surfaced name {name!r}; {hint}", file=sys.stderr)
         return 1
     path = home.path / STATE_FILE
     raw: dict[str, Any] = {}

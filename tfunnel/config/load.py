@@ -53,6 +53,8 @@ def load_settings(home: Path) -> Settings:
                                     lim.tool_output_bytes),
         shutdown_grace_s=f.positive(limits_raw, "shutdownGraceS", "limits", lim.shutdown_grace_s)
         or lim.shutdown_grace_s,
+        upstream_start_s=f.positive(limits_raw, "upstreamStartS", "limits", lim.upstream_start_s)
+        or lim.upstream_start_s,
     )
     ask = f.choice(gate_raw, "askFallback", "gate", ("deny", "allow"), "deny")
     requires = f.array(raw, "requires", "requirement objects")

@@ -353,17 +353,30 @@ class Supervisor:
         """Start every enabled upstream concurrently; report started once each connected or failed
         its first attempt (or the startup deadline passed); supervise until cancelled."""
         async with trio.open_nursery() as nursery:
+            await nursery.start(self.serve, config)
+            await self.first_attempts()
+            task_status.started()
+
+    async def serve(self, config: ExposeConfig, *,
+                    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Start every enabled upstream concurrently; report started as soon as each is known (so
+        a call may wait for the one it needs); supervise until cancelled."""
+        async with trio.open_nursery() as nursery:
             self._nursery = nursery
             self._expose = config.expose
             async with self._lock:
                 for spec in config.upstreams:
                     await self._start(spec)
-            with trio.move_on_after(self._startup_deadline_s):
-                for upstream in list(self.upstreams.values()):
-                    if upstream.state is not State.DISABLED:
-                        await upstream.first_attempt.wait()
             task_status.started()
             await trio.sleep_forever()
+
+    async def first_attempts(self) -> None:
+        """Wait until every enabled upstream connected or failed its first attempt, at most the
+        startup deadline."""
+        with trio.move_on_after(self._startup_deadline_s):
+            for upstream in list(self.upstreams.values()):
+                if upstream.state is not State.DISABLED:
+                    await upstream.first_attempt.wait()
 
     def reconfigure(self, config: ExposeConfig) -> None:
         """Apply a new config in the background: only changed upstreams restart."""

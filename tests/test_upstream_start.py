@@ -1,0 +1,132 @@
+"""Starting upstreams never hold clients up (stdio, HTTP, `tfunnel call`): SPEC §6.2."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+import trio
+
+from tests.httpgw import http_gateway
+from tests.test_http import ACCEPT, open_session
+from tests.test_reload import next_notification
+from tests.upstreams import mock_upstream, set_upstreams
+from tests.wire import gateway, gateway_argv
+
+pytestmark = pytest.mark.timeout(90)
+
+# Each answer must come well before a hung upstream's start window ends: waiting for the
+# upstreams anywhere on these paths would show up as a read timeout, not as a slow pass.
+PROMPT_S = 10.0
+WINDOW_S = 40  # the start window of the gateways below, unless a test sets its own
+META = ["toolfunnel_list_tools", "toolfunnel_tool_instructions", "toolfunnel_run_tool", "toolfunnel_howto"]
+
+
+def set_start_window(home: Path, seconds: float) -> None:
+    path = home / "toolfunnel.json"
+    settings = json.loads(path.read_text())
+    settings["limits"]["upstreamStartS"] = seconds
+    path.write_text(json.dumps(settings))
+
+
+def hung(home: Path, upstream_id: str = "slow", delay: float = 60) -> dict[str, Any]:
+    """A mock upstream that sleeps `delay` s before it serves (as `sleep N; exec server` would)."""
+    return mock_upstream(upstream_id, "--delay-start", str(delay), "--pid-file",
+                         str(home / f"{upstream_id}.pid"), "--tools", "echo")
+
+
+def run_tool(name: str, args: dict[str, Any]) -> dict[str, Any]:
+    return {"name": "toolfunnel_run_tool", "arguments": {"name": name, "args": args}}
+
+
+async def test_stdio_answers_at_once_while_an_upstream_hangs(home: Path) -> None:
+    """initialize, tools/list and a local tool answer while an upstream is stuck starting; its
+    tools are not listed yet (the four meta-tools are)."""
+    set_start_window(home, WINDOW_S)
+    set_upstreams(home, hung(home))
+    async with gateway(home) as wire:
+        with trio.fail_after(PROMPT_S):
+            await wire.initialize()
+            listed = await wire.request(1, "tools/list", {})
+            hashed = await wire.request(2, "tools/call", run_tool("hash", {"text": "abc"}))
+            briefs = await wire.request(3, "tools/call", {"name": "toolfunnel_list_tools", "arguments": {}})
+        assert [t["name"] for t in listed["result"]["tools"]] == META
+        assert hashed["result"]["structuredContent"]["hexdigest"].startswith("ba7816bf")
+        assert not any(b["id"].startswith("slow_") for b in briefs["result"]["structuredContent"]["tools"])
+
+
+async def test_a_call_to_a_starting_upstream_waits_for_it_only(home: Path) -> None:
+    """A call to a tool of an upstream that is still starting waits for that upstream and then
+    runs; list_changed tells the client its tools appeared; a hung upstream beside it holds
+    nothing up."""
+    set_start_window(home, WINDOW_S)
+    set_upstreams(home, hung(home, "late", delay=2), hung(home, "slow"))
+    async with gateway(home) as wire:
+        await wire.initialize()
+        with trio.fail_after(PROMPT_S):
+            echoed = await wire.request(1, "tools/call", run_tool("late_echo", {"text": "hi"}))
+        assert echoed["result"]["content"][0]["text"] == "hi", echoed
+        await next_notification(wire, "notifications/tools/list_changed")
+        briefs = await wire.request(2, "tools/call", {"name": "toolfunnel_list_tools", "arguments": {}})
+        ids = [b["id"] for b in briefs["result"]["structuredContent"]["tools"]]
+        assert "late_echo" in ids and "slow_echo" not in ids
+
+
+@pytest.mark.parametrize("how", ["run_tool", "hot", "curated"])
+async def test_a_call_to_a_hung_upstream_fails_as_still_starting(home: Path, how: str) -> None:
+    """After the start window a call to a hung upstream's tool fails "upstream 'slow' is still
+    starting", never "no tool named" or "Unknown tool": through run_tool, a hot name, a curated name."""
+    set_start_window(home, 1.5)
+    expose = [{"upstream": "slow", "tool": "echo", "as": "shout"}] if how == "curated" else []
+    set_upstreams(home, hung(home), expose=expose)
+    if how == "hot":
+        (home / "tools" / "tools.state.json").write_text(json.dumps({"slow_echo": {"hot": True}}))
+    async with gateway(home) as wire:
+        await wire.initialize()
+        with trio.fail_after(PROMPT_S):
+            if how == "run_tool":
+                reply = await wire.request(1, "tools/call", run_tool("slow_echo", {"text": "x"}))
+            else:
+                name = "shout" if how == "curated" else "slow_echo"
+                reply = await wire.request(1, "tools/call", {"name": name, "arguments": {"text": "x"}})
+        result = reply["result"]
+        assert result["isError"] is True
+        assert result["content"][0]["text"] == "upstream 'slow' is still starting"
+
+
+async def test_http_answers_at_once_while_an_upstream_hangs(home: Path) -> None:
+    """Over HTTP: the service listens, and initialize, tools/list and a local tool answer, while an
+    upstream is stuck starting; /readyz is not ready until the start window ends."""
+    set_start_window(home, WINDOW_S)
+    set_upstreams(home, hung(home))
+    async with http_gateway(home) as gw, httpx2.AsyncClient(timeout=PROMPT_S) as http:
+        session = await open_session(http, gw.url)
+        headers = {**ACCEPT, "mcp-session-id": session}
+        listed = await http.post(f"{gw.url}/mcp", headers=headers,
+                                 json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
+        hashed = await http.post(f"{gw.url}/mcp", headers=headers,
+                                 json={"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                                       "params": run_tool("hash", {"text": "abc"})})
+        ready = await http.get(f"{gw.url}/readyz")
+    assert [t["name"] for t in listed.json()["result"]["tools"]] == META
+    assert hashed.json()["result"]["structuredContent"]["hexdigest"].startswith("ba7816bf")
+    assert ready.status_code == 503
+
+
+def test_cli_call_starts_only_the_upstream_it_needs(home: Path) -> None:
+    """`tfunnel call` of a local tool starts no upstream (a hung one included); of an upstream
+    tool, only that upstream."""
+    set_start_window(home, WINDOW_S)
+    set_upstreams(home, hung(home), mock_upstream("fine", "--pid-file", str(home / "fine.pid")))
+    local = subprocess.run([*gateway_argv(home), "call", "hash", '{"text": "abc"}'], capture_output=True,
+                           text=True, timeout=PROMPT_S)
+    assert local.returncode == 0 and "ba7816bf" in local.stdout
+    assert not (home / "slow.pid").exists() and not (home / "fine.pid").exists()
+    upstream = subprocess.run([*gateway_argv(home), "call", "fine_echo", '{"text": "up"}'],
+                              capture_output=True, text=True, timeout=PROMPT_S * 2)
+    assert upstream.returncode == 0 and "up" in upstream.stdout, upstream.stderr
+    assert (home / "fine.pid").exists() and not (home / "slow.pid").exists()
