@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ from tests.httpgw import http_gateway
 from tests.test_http import ACCEPT, open_session
 from tests.test_reload import next_notification
 from tests.upstreams import mock_upstream, set_upstreams
-from tests.wire import gateway, gateway_argv
+from tests.wire import Wire, gateway, gateway_argv, wait_gone
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -39,6 +40,14 @@ def hung(home: Path, upstream_id: str = "slow", delay: float = 60) -> dict[str, 
                          str(home / f"{upstream_id}.pid"), "--tools", "echo")
 
 
+async def stop_and_reap(wire: Wire, home: Path, *upstream_ids: str) -> None:
+    """End the gateway (stdin EOF): it exits 0 and the still-starting upstreams are gone with it."""
+    pids = [int((home / f"{u}.pid").read_text()) for u in upstream_ids]
+    await wire.close_stdin()
+    assert await wire.wait_exit() == 0
+    assert await wait_gone(pids) == []
+
+
 def run_tool(name: str, args: dict[str, Any]) -> dict[str, Any]:
     return {"name": "toolfunnel_run_tool", "arguments": {"name": name, "args": args}}
 
@@ -57,6 +66,7 @@ async def test_stdio_answers_at_once_while_an_upstream_hangs(home: Path) -> None
         assert [t["name"] for t in listed["result"]["tools"]] == META
         assert hashed["result"]["structuredContent"]["hexdigest"].startswith("ba7816bf")
         assert not any(b["id"].startswith("slow_") for b in briefs["result"]["structuredContent"]["tools"])
+        await stop_and_reap(wire, home, "slow")
 
 
 async def test_a_call_to_a_starting_upstream_waits_for_it_only(home: Path) -> None:
@@ -74,6 +84,7 @@ async def test_a_call_to_a_starting_upstream_waits_for_it_only(home: Path) -> No
         briefs = await wire.request(2, "tools/call", {"name": "toolfunnel_list_tools", "arguments": {}})
         ids = [b["id"] for b in briefs["result"]["structuredContent"]["tools"]]
         assert "late_echo" in ids and "slow_echo" not in ids
+        await stop_and_reap(wire, home, "late", "slow")
 
 
 @pytest.mark.parametrize("how", ["run_tool", "hot", "curated"])
@@ -96,6 +107,7 @@ async def test_a_call_to_a_hung_upstream_fails_as_still_starting(home: Path, how
         result = reply["result"]
         assert result["isError"] is True
         assert result["content"][0]["text"] == "upstream 'slow' is still starting"
+        await stop_and_reap(wire, home, "slow")
 
 
 async def test_http_answers_at_once_while_an_upstream_hangs(home: Path) -> None:
@@ -112,6 +124,10 @@ async def test_http_answers_at_once_while_an_upstream_hangs(home: Path) -> None:
                                  json={"jsonrpc": "2.0", "id": 3, "method": "tools/call",
                                        "params": run_tool("hash", {"text": "abc"})})
         ready = await http.get(f"{gw.url}/readyz")
+        pid = int((home / "slow.pid").read_text())
+        gw.proc.send_signal(signal.SIGTERM)
+        assert await gw.wait_exit() == 143
+    assert await wait_gone([pid]) == []
     assert [t["name"] for t in listed.json()["result"]["tools"]] == META
     assert hashed.json()["result"]["structuredContent"]["hexdigest"].startswith("ba7816bf")
     assert ready.status_code == 503
