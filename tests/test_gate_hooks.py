@@ -61,6 +61,7 @@ async def test_deny_on_every_path_means_the_tool_never_ran(
     ({"command": decision("allow") + "; " + JSON_DENY}, False),
     ({"command": "head -c 400000 /dev/zero | tr '\\0' x; " + decision("allow")}, False),
     ({"command": "echo '{\"hookSpecificOutput\": {\"permissionDecision\": \"deny\"'"}, False),
+    ({"command": "echo '{\"decision\": \"block\", \"decision\": \"approve\"}'"}, False),
     ({"command": "echo plain text, no opinion"}, True),
     ({"command": "echo crashed >&2; exit 1"}, True),
     ({"command": "exec /no/such/hook-script.sh"}, True),
@@ -68,8 +69,9 @@ async def test_deny_on_every_path_means_the_tool_never_ran(
     ({"command": "echo crashed >&2; exit 1", "failClosed": True}, False),
     ({"command": "exec /no/such/hook-script.sh", "failClosed": True}, False),
     ({"command": "sleep 5", "timeout": 0.5, "failClosed": True}, False),
-], ids=["text-before-json", "second-different-decision", "over-cap", "unparseable", "plain-text",
-        "crash", "missing", "timeout", "crash-failclosed", "missing-failclosed", "timeout-failclosed"])
+], ids=["text-before-json", "second-different-decision", "over-cap", "unparseable", "repeated-key",
+        "plain-text", "crash", "missing", "timeout", "crash-failclosed", "missing-failclosed",
+        "timeout-failclosed"])
 async def test_unreadable_is_deny_and_silence_is_not(
     home: Path, tmp_path: Path, hook: dict[str, Any], runs: bool
 ) -> None:
