@@ -102,12 +102,11 @@ async def test_instructions_of_other_tools_are_not_gated(home: Path) -> None:
     with trio.fail_after(60):
         async with gateway(home) as wire:
             await wire.initialize()
+            await wire.request(0, "tools/list")  # answered once the upstream is up
             local = await call_tool(wire, 1, "toolfunnel_tool_instructions", {"name": "hash"})
             assert "isError" not in local and local["content"][0]["text"].startswith("Hashes the UTF-8 bytes")
-            with trio.fail_after(20):  # the upstream's tools appear once it is ready
-                while (upstream := await call_tool(wire, 2, "toolfunnel_tool_instructions",
-                                                   {"name": "mock_add"})).get("isError"):
-                    await trio.sleep(0.1)
+            upstream = await call_tool(wire, 2, "toolfunnel_tool_instructions", {"name": "mock_add"})
+            assert "isError" not in upstream
             assert "upstream MCP server 'mock'" in upstream["content"][0]["text"]
             reference = await call_tool(wire, 3, "toolfunnel_tool_instructions", {"name": "deploy-notes"})
             assert reference == {"content": [{"type": "text", "text": "exit-2 says no"}], "isError": True}
@@ -275,10 +274,13 @@ async def test_hook_payload_and_environment_follow_claude_code(home: Path, tmp_p
     async with sdk_client(home) as client:
         await client.call_tool("toolfunnel_run_tool", {"name": "hash", "args": {"text": "abc"}})
     before, after = json.loads(pre.read_text()), json.loads(post.read_text())
-    common = {"transcript_path": "", "cwd": str(home), "tool_name": "hash", "tool_input": {"text": "abc"}}
+    common = {"transcript_path": "", "cwd": str(home), "tool_name": "hash", "tool_input": {"text": "abc"},
+              "tool_annotations": {},
+              "tfunnel": {"surfacedName": "hash", "displayName": "Hash", "upstream": None, "tool": None}}
     assert before == {**common, "session_id": before["session_id"], "hook_event_name": "PreToolUse",
                       "tool_use_id": before["tool_use_id"]}
     assert after["hook_event_name"] == "PostToolUse" and after["tool_use_id"] == before["tool_use_id"]
+    assert {key: after[key] for key in common} == common
     assert after["tool_response"]["structuredContent"]["algo"] == "sha256"
     assert before["session_id"] and before["tool_use_id"]
     assert env.read_text().strip() == f"{home}|{home / 'hooks'}|{home}|{home}"

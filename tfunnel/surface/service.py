@@ -175,7 +175,7 @@ class Surface:
         validate_args(tool.surfaced, tool.input_schema, args, trusted=False)
         call = ToolCall(surfaced=tool.surfaced, tool_id=tool.tool, display=tool.display, args=args,
                         mode="upstream", session_id=ctx.session_id, call_id=ctx.call_id,
-                        aliases=(tool.claude_code_name(),), ask_user=ctx.ask_user)
+                        upstream=tool.upstream, annotations=tool.annotations, ask_user=ctx.ask_user)
 
         async def forward(final_args: Mapping[str, Any]) -> ToolResult:
             return ToolResult.from_wire(await bridge.call(self._upstreams, tool, final_args, ctx,
