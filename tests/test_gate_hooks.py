@@ -15,7 +15,8 @@ from mcp.types import ElicitResult
 
 from tests.hooks import EXIT2_DENY, JSON_DENY, decision, set_hooks
 from tests.test_sdk_stdio import sdk_client, text
-from tests.wire import gateway_argv, wait_gone
+from tests.upstreams import mock_upstream, set_upstreams
+from tests.wire import Wire, gateway, gateway_argv, wait_gone
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -56,11 +57,67 @@ async def test_deny_on_every_path_means_the_tool_never_ran(
     assert not danger_log.exists()
 
 
+async def call_tool(wire: Wire, request_id: int, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    """A raw `tools/call` over the wire; its `result`."""
+    reply = await wire.request(request_id, "tools/call", {"name": name, "arguments": arguments})
+    result = reply["result"]
+    assert isinstance(result, dict), reply
+    return result
+
+
+HAND_OVERS = [("toolfunnel_tool_instructions", {"name": "deploy-notes"}),
+              ("toolfunnel_run_tool", {"name": "deploy-notes"}),
+              ("toolfunnel_tool_instructions", {"name": "Deploy Notes"})]
+
+
+@pytest.mark.parametrize(("command", "reason"), [
+    (None, None),
+    (EXIT2_DENY, "exit-2 says no"),
+    (JSON_DENY, "json says no"),
+    (decision("ask", "Hand over?"), "Hand over? (the client cannot be asked; gate.askFallback is deny)"),
+], ids=["no-hook", "exit2", "json", "ask-falls-back-to-deny"])
+async def test_reference_instructions_are_a_gated_hand_over(
+    home: Path, command: str | None, reason: str | None
+) -> None:
+    """A deny withholds a reference tool's instructions from tool_instructions and run_tool alike."""
+    add_reference_tool(home)
+    if command is not None:
+        set_hooks(home, {"matcher": "deploy-notes", "command": command})
+    with trio.fail_after(60):
+        async with gateway(home) as wire:
+            await wire.initialize()
+            for request_id, (tool, arguments) in enumerate(HAND_OVERS):
+                result = await call_tool(wire, request_id, tool, arguments)
+                if reason is None:
+                    assert result == {"content": [{"type": "text", "text": REFERENCE["instructions"]}]}
+                else:
+                    assert result == {"content": [{"type": "text", "text": reason}], "isError": True}
+
+
+async def test_instructions_of_other_tools_are_not_gated(home: Path) -> None:
+    """Gateway-mode and upstream tools' instructions are descriptions, shown even under a deny-all hook."""
+    add_reference_tool(home)
+    set_upstreams(home, mock_upstream("mock", "--tools", "add"))
+    set_hooks(home, {"command": EXIT2_DENY})
+    with trio.fail_after(60):
+        async with gateway(home) as wire:
+            await wire.initialize()
+            await wire.request(0, "tools/list")  # answered once the upstream is up
+            local = await call_tool(wire, 1, "toolfunnel_tool_instructions", {"name": "hash"})
+            assert "isError" not in local and local["content"][0]["text"].startswith("Hashes the UTF-8 bytes")
+            upstream = await call_tool(wire, 2, "toolfunnel_tool_instructions", {"name": "mock_add"})
+            assert "isError" not in upstream
+            assert "upstream MCP server 'mock'" in upstream["content"][0]["text"]
+            reference = await call_tool(wire, 3, "toolfunnel_tool_instructions", {"name": "deploy-notes"})
+            assert reference == {"content": [{"type": "text", "text": "exit-2 says no"}], "isError": True}
+
+
 @pytest.mark.parametrize(("hook", "runs"), [
     ({"command": "echo 'checking...'; " + JSON_DENY}, False),
     ({"command": decision("allow") + "; " + JSON_DENY}, False),
     ({"command": "head -c 400000 /dev/zero | tr '\\0' x; " + decision("allow")}, False),
     ({"command": "echo '{\"hookSpecificOutput\": {\"permissionDecision\": \"deny\"'"}, False),
+    ({"command": "echo '{\"decision\": \"block\", \"decision\": \"approve\"}'"}, False),
     ({"command": "echo plain text, no opinion"}, True),
     ({"command": "echo crashed >&2; exit 1"}, True),
     ({"command": "exec /no/such/hook-script.sh"}, True),
@@ -68,8 +125,9 @@ async def test_deny_on_every_path_means_the_tool_never_ran(
     ({"command": "echo crashed >&2; exit 1", "failClosed": True}, False),
     ({"command": "exec /no/such/hook-script.sh", "failClosed": True}, False),
     ({"command": "sleep 5", "timeout": 0.5, "failClosed": True}, False),
-], ids=["text-before-json", "second-different-decision", "over-cap", "unparseable", "plain-text",
-        "crash", "missing", "timeout", "crash-failclosed", "missing-failclosed", "timeout-failclosed"])
+], ids=["text-before-json", "second-different-decision", "over-cap", "unparseable", "repeated-key",
+        "plain-text", "crash", "missing", "timeout", "crash-failclosed", "missing-failclosed",
+        "timeout-failclosed"])
 async def test_unreadable_is_deny_and_silence_is_not(
     home: Path, tmp_path: Path, hook: dict[str, Any], runs: bool
 ) -> None:
@@ -216,10 +274,13 @@ async def test_hook_payload_and_environment_follow_claude_code(home: Path, tmp_p
     async with sdk_client(home) as client:
         await client.call_tool("toolfunnel_run_tool", {"name": "hash", "args": {"text": "abc"}})
     before, after = json.loads(pre.read_text()), json.loads(post.read_text())
-    common = {"transcript_path": "", "cwd": str(home), "tool_name": "hash", "tool_input": {"text": "abc"}}
+    common = {"transcript_path": "", "cwd": str(home), "tool_name": "hash", "tool_input": {"text": "abc"},
+              "tool_annotations": {},
+              "tfunnel": {"surfacedName": "hash", "displayName": "Hash", "upstream": None, "tool": None}}
     assert before == {**common, "session_id": before["session_id"], "hook_event_name": "PreToolUse",
                       "tool_use_id": before["tool_use_id"]}
     assert after["hook_event_name"] == "PostToolUse" and after["tool_use_id"] == before["tool_use_id"]
+    assert {key: after[key] for key in common} == common
     assert after["tool_response"]["structuredContent"]["algo"] == "sha256"
     assert before["session_id"] and before["tool_use_id"]
     assert env.read_text().strip() == f"{home}|{home / 'hooks'}|{home}|{home}"

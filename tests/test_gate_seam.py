@@ -133,17 +133,22 @@ async def test_deny_leaves_no_side_effect_on_every_path(
     assert danger_log.exists()  # the same call, allowed, does run: the check above can fail
 
 
-async def test_reference_hand_over_is_gated(home: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize(("tool", "args"), [
+    ("toolfunnel_run_tool", {"name": "deploy-notes", "args": {}}),
+    ("toolfunnel_tool_instructions", {"name": "deploy-notes"}),
+])
+async def test_reference_hand_over_is_gated(
+    home: Path, tmp_path: Path, tool: str, args: dict[str, Any]
+) -> None:
     """A denied reference tool withholds its instructions; allowed, they are handed over (nothing runs)."""
     with_reference_tool(home)
     danger_log = tmp_path / "danger.log"
-    args = {"name": "deploy-notes", "args": {}}
     gate = RecordingGate(PreDecision(allow=False, reason="no hand-over"))
-    denied = await surface_for(home, gate, ToolState(), danger_log).call("toolfunnel_run_tool", args, CTX)
-    assert denied.is_error and "SECRET-STEPS" not in denied.first_text()
-    assert [c.mode for c in gate.pre] == ["reference"]
+    denied = await surface_for(home, gate, ToolState(), danger_log).call(tool, args, CTX)
+    assert denied.is_error and denied.denied and denied.first_text() == "no hand-over"
+    assert [(c.surfaced, c.mode, c.args) for c in gate.pre] == [("deploy-notes", "reference", {})]
     allow = RecordingGate()
-    handed = await surface_for(home, allow, ToolState(), danger_log).call("toolfunnel_run_tool", args, CTX)
+    handed = await surface_for(home, allow, ToolState(), danger_log).call(tool, args, CTX)
     assert handed.first_text() == "SECRET-STEPS: run make deploy"
     assert allow.post == [] and not danger_log.exists()
 

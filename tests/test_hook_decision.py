@@ -194,6 +194,69 @@ def test_an_unreadable_decision_is_a_deny(stdout: str, expected: HookVerdict) ->
     assert interpret("PreToolUse", run(stdout)) == expected
 
 
+def dup(key: str) -> HookVerdict:
+    return deny(f"hook {H}: unreadable decision (duplicate key {key!r}); denied")
+
+
+@pytest.mark.parametrize(("event", "stdout", "expected"), [
+    pytest.param("PreToolUse", '{"hookSpecificOutput": {"permissionDecision": "allow", '
+                               '"permissionDecision": "deny"}}', dup("permissionDecision"),
+                 id="permission-decision-twice"),
+    pytest.param("PreToolUse", '{"hookSpecificOutput": {"permissionDecision": "allow", '
+                               '"permissionDecision": "allow"}}', dup("permissionDecision"),
+                 id="same-value-twice-still-denies"),
+    pytest.param("PreToolUse", '{"hookSpecificOutput": {"permissionDecision": "deny"}, '
+                               '"hookSpecificOutput": {"permissionDecision": "allow"}}',
+                 dup("hookSpecificOutput"), id="two-hook-specific-outputs"),
+    pytest.param("PreToolUse", '{"decision": "block", "decision": "approve"}', dup("decision"),
+                 id="legacy-decision-twice"),
+    pytest.param("PreToolUse", '{"continue": false, "continue": true}', dup("continue"), id="continue-twice"),
+    pytest.param("PreToolUse", '{"hookSpecificOutput": {"permissionDecision": "allow", "updatedInput": '
+                               '{"path": "/tmp/x", "path": "/etc/passwd"}}}', dup("path"),
+                 id="inside-updated-input"),
+    pytest.param("PreToolUse", '{"hookSpecificOutput": {"permissionDecision": "deny", '
+                               '"permission\\u0044ecision": "allow"}}', dup("permissionDecision"),
+                 id="same-key-spelled-with-an-escape"),
+    pytest.param("PreToolUse", '{"hookSpecificOutput": {"permissionDecision": "allow", '
+                               '"permissionDecisionReason": "a", "permissionDecisionReason": "b"}}',
+                 dup("permissionDecisionReason"), id="reason-twice"),
+    pytest.param("PreToolUse", '{"log": "checking", "log": "done"}\n' + ALLOW_JSON, dup("log"),
+                 id="unrelated-key-of-a-non-deciding-object"),
+    pytest.param("PreToolUse", '{"hookSpecificOutput": {"permissionDecision": "allow", '
+                               '"extra": {"x": [{"k": 1, "k": 1}]}}}', dup("k"),
+                 id="deep-in-an-unread-field"),
+    pytest.param("PreToolUse", ALLOW_JSON + '\n{"decision": "approve", "decision": "approve"}',
+                 dup("decision"), id="in-a-later-object"),
+    pytest.param("PreToolUse", '[{"decision": "approve", "decision": "approve"}]', dup("decision"),
+                 id="object-inside-an-array"),
+    pytest.param("PreToolUse", '{"note": "x {"decision": "approve", "decision": "approve"}', dup("decision"),
+                 id="inside-a-broken-object"),
+    pytest.param("PreToolUse", '{"": 1, "": 2}', dup(""), id="empty-key"),
+    pytest.param("PreToolUse", json.dumps({"k" * 100: 1})[:-1] + ', "' + "k" * 100 + '": 2}', dup("k" * 40),
+                 id="long-key-cut-in-the-reason"),
+    pytest.param("PostToolUse", '{"decision": "block", "reason": "a", "reason": "b"}', dup("reason"),
+                 id="post-tool-use"),
+    pytest.param("SessionStart",
+                 '{"hookSpecificOutput": {"additionalContext": "a", "additionalContext": "b"}}',
+                 dup("additionalContext"), id="session-start-context-dropped"),
+])
+def test_a_repeated_key_is_an_unreadable_decision(event: HookEvent, stdout: str,
+                                                  expected: HookVerdict) -> None:
+    """A key repeated in any decoded object, at any depth and even with equal values, denies."""
+    assert interpret(event, run(stdout)) == expected
+
+
+@pytest.mark.parametrize(("stdout", "expected"), [
+    pytest.param(DENY_JSON + DENY_JSON, deny("no rm -rf"), id="same-object-twice"),
+    pytest.param(pre(permissionDecision="allow", updatedInput={"permissionDecision": "deny"}),
+                 HookVerdict(H, "allow", updated_input={"permissionDecision": "deny"}), id="same-key-nested"),
+    pytest.param('{"a": {"a": {"a": 1}}}' + DENY_JSON, deny("no rm -rf"), id="same-key-at-each-depth"),
+])
+def test_the_same_key_in_different_objects_is_not_a_repeat(stdout: str, expected: HookVerdict) -> None:
+    """Only a key repeated within one object counts: separate objects and nested levels may share keys."""
+    assert interpret("PreToolUse", run(stdout)) == expected
+
+
 CAP = 256 * 1024  # the runner's hook output cap
 
 
@@ -205,6 +268,10 @@ CAP = 256 * 1024  # the runner's hook output cap
     pytest.param(('{"a" ' * CAP)[:CAP - 100] + ALLOW_JSON[:-1], "deny", id="broken-objects-then-truncated"),
     pytest.param("x" * 2000 + '{"note": "x {' + ALLOW_JSON[:-1], "deny", id="broken-wrapper-far-in"),
     pytest.param(('{"k": "' + "x" * 850 + '", "n": ') * 300, "none", id="deep-broken-nesting"),
+    pytest.param("{}" * (CAP // 2), "none", id="many-empty-objects"),
+    pytest.param(('{"a": [' + '{"b": 1}, ' * CAP)[:CAP], "none", id="unclosed-array-of-objects"),
+    pytest.param("{" + ", ".join(f'"k{i}": 1' for i in range(CAP // 14)) + ', "k0": 1}', "deny",
+                 id="wide-object-repeating-its-first-key-last"),
 ])
 def test_a_pathological_output_at_the_cap_is_read_quickly(stdout: str, decision: str) -> None:
     """Output at the cap full of braces or broken objects is read correctly, without quadratic time."""

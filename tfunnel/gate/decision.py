@@ -1,8 +1,9 @@
 """Read what one hook process did as a decision, and combine the decisions of one event's hooks.
 
 Pure: no I/O, no clock, no trio. The safety case is "an unreadable decision is a deny": output over
-the cap, output that tried to decide but cannot be read, or two different decisions in one output
-all deny. A hook that never answered is a non-blocking error, unless its entry says failClosed.
+the cap, output that tried to decide but cannot be read, two different decisions in one output, or
+a repeated key in any JSON object of the output all deny. A hook that never answered is a
+non-blocking error, unless its entry says failClosed.
 `interpret` and `combine` never raise on any `HookRun` or verdict list; if they do, that is a bug
 (and the engine's caller denies, flagged internal).
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -31,6 +33,8 @@ _OBJECT_START = re.compile(r'\{[ \t\n\r]*["}]')
 # Decoding in a copy that starts at most this far before the "{" keeps each failure cheap (the
 # copies cost O(n²/_WINDOW) in all); without it a 256 KiB output of broken objects took seconds.
 _WINDOW = 512
+# Keys quoted in a reason are cut here: a hostile hook must not fill the log through our message.
+_KEY_SHOWN = 40
 # Enough of a crashing hook's stderr to see the traceback's last lines, not enough to flood a log.
 _STDERR_TAIL = 500
 
@@ -75,6 +79,24 @@ class Combined:
 
 class _Unreadable(Exception):
     """The output tried to decide but cannot be read; `interpret` turns this into a deny."""
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """`object_pairs_hook`: the object, unless a key repeats; raises `_Unreadable` if one does.
+
+    A repeated key is two answers in one object: Python's json keeps the last, other parsers (and
+    a proxy in between) may keep the first, so no reading of it is safe, even with equal values.
+    """
+    obj = dict(pairs)
+    if len(obj) == len(pairs):  # the common case: one dict, one comparison
+        return obj
+    repeated = next(key for key, count in Counter(key for key, _ in pairs).items() if count > 1)
+    raise _Unreadable(f"duplicate key {repeated[:_KEY_SHOWN]!r}")
+
+
+# Stateless, so shared. The C scanner still does the parsing and calls the hook once as each object
+# closes (inner ones first), so a repeated key anywhere in the output ends the read at once.
+_DECODER = json.JSONDecoder(object_pairs_hook=_unique_keys)
 
 
 @dataclass
@@ -185,9 +207,9 @@ def _scan(text: str) -> tuple[list[dict[str, Any]], str]:
     that does not decode is skipped. The undecoded text also includes objects found inside a "{"
     that failed (before the point where it failed): they are fragments of a broken decision, as in
     `{"hookSpecificOutput": {"permissionDecision": "deny"}` with its last brace cut off.
-    Raises `_Unreadable` if the nesting is too deep to decode.
+    Raises `_Unreadable` if the nesting is too deep to decode, or if any object that decodes (at
+    any depth, inside a broken "{" too) repeats a key.
     """
-    decoder = json.JSONDecoder()
     objects: list[dict[str, Any]] = []
     pieces: list[str] = []
     done = 0  # text before this is either in `pieces` or inside a trusted object
@@ -199,7 +221,7 @@ def _scan(text: str) -> tuple[list[dict[str, Any]], str]:
         if start - base > _WINDOW:
             base, doc = start, text[start:]
         try:
-            obj, end = decoder.raw_decode(doc, start - base)
+            obj, end = _DECODER.raw_decode(doc, start - base)
         except json.JSONDecodeError as exc:
             broken_until = max(broken_until, base + exc.pos)
             found = _OBJECT_START.search(text, start + 1)

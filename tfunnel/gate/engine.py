@@ -77,8 +77,7 @@ class HookEngine:
             return _NO_HOOKS
         names = call.names()
         hooks = [h for h in active if h.matches(names)]
-        payload = self._payload(event, call.session_id, tool_name=call.surfaced,
-                                tool_input=dict(call.args), tool_use_id=call.call_id, **extra)
+        payload = self._payload(event, call.session_id, **_tool_fields(call), **extra)
         return await self._fire(event, hooks, payload)
 
     async def _decide(self, call: ToolCall, combined: Combined) -> PreDecision:
@@ -125,3 +124,12 @@ class HookEngine:
         # The Claude Code hook input: the common fields, then the event's own.
         return {"session_id": session_id, "transcript_path": "", "cwd": str(self.home),
                 "hook_event_name": event, **fields}
+
+
+def _tool_fields(call: ToolCall) -> dict[str, Any]:
+    """A tool event's payload fields: Claude Code's (`tool_name` as Claude Code would send it, so
+    hooks written for it work unchanged), then ours: the annotations and every other name."""
+    return {"tool_name": call.claude_code_name(), "tool_input": dict(call.args), "tool_use_id": call.call_id,
+            "tool_annotations": dict(call.annotations),
+            "tfunnel": {"surfacedName": call.surfaced, "displayName": call.display, "upstream": call.upstream,
+                        "tool": None if call.upstream is None else call.tool_id}}

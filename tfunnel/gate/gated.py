@@ -27,7 +27,10 @@ class AskUser(Protocol):
 class ToolCall:
     """One attempted tool call as the gate sees it, with every name a hook may match on.
 
-    `ask_user` is present only when the client can be asked (it declared elicitation)."""
+    `tool_id` is a local tool's id, or an upstream tool's own name on `upstream` (the upstream's
+    id; None for a local tool). `annotations` are the upstream tool's as it declared them (empty
+    for a local tool). `ask_user` is present only when the client can be asked (it declared
+    elicitation)."""
 
     surfaced: str
     tool_id: str
@@ -36,11 +39,19 @@ class ToolCall:
     mode: str = "gateway"
     session_id: str = ""
     call_id: str = ""
-    aliases: tuple[str, ...] = field(default=())
+    upstream: str | None = None
+    annotations: Mapping[str, Any] = field(default_factory=dict)
     ask_user: AskUser | None = field(default=None, compare=False, repr=False)
 
+    def claude_code_name(self) -> str:
+        """The name Claude Code gives the tool, and so the `tool_name` its hooks check: the id of a
+        local tool; `mcp__<upstream>__<tool>` for an upstream tool, as if Claude Code had the
+        upstream attached directly."""
+        return self.tool_id if self.upstream is None else f"mcp__{self.upstream}__{self.tool_id}"
+
     def names(self) -> tuple[str, ...]:
-        seen: dict[str, None] = dict.fromkeys((self.surfaced, self.tool_id, self.display, *self.aliases))
+        """Every name a matcher is tried on: surfaced, id (or upstream tool name), display, Claude Code."""
+        seen = dict.fromkeys((self.surfaced, self.tool_id, self.display, self.claude_code_name()))
         return tuple(name for name in seen if name)
 
 

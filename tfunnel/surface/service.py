@@ -126,9 +126,13 @@ class Surface:
         if name == meta.HOWTO:
             return ToolResult.text(meta.howto_text(args["topic"]))
         target = await self._resolve(args["name"])
-        if name == meta.TOOL_INSTRUCTIONS:
-            return ToolResult.text(_instructions(target))
-        return await self._run(target, args.get("args") or {}, ctx)
+        if name != meta.TOOL_INSTRUCTIONS:
+            return await self._run(target, args.get("args") or {}, ctx)
+        if isinstance(target, ToolEntry) and target.mode == "reference":
+            # A reference tool's instructions are its action: reading them is a hand-over, gated
+            # like toolfunnel_run_tool's. Other tools' instructions only describe them.
+            return await self._hand_over(target, {}, ctx, _instructions(target))
+        return ToolResult.text(_instructions(target))
 
     async def _resolve(self, name: str) -> Target:
         """A local tool (by id, then display name) or an upstream tool (by surfaced name), enabled.
@@ -158,16 +162,9 @@ class Surface:
 
     async def _run_local(self, entry: ToolEntry, args: dict[str, Any], ctx: CallContext) -> ToolResult:
         validate_args(entry.id, entry.input_schema, args)
-        call = ToolCall(surfaced=entry.id, tool_id=entry.id, display=entry.name, args=args,
-                        mode=entry.mode, session_id=ctx.session_id, call_id=ctx.call_id,
-                        ask_user=ctx.ask_user)
         if entry.mode == "reference":
-            # Nothing runs here: the client performs the action. The hand-over itself is gated.
-            async def hand_over(_: Mapping[str, Any]) -> ToolResult:
-                self._audit.record("tool", name=entry.id, mode="reference", ok=True, durationMs=0)
-                return ToolResult.text(entry.instructions or entry.summary or entry.name)
-
-            return await gated_run(self._gate(), call, hand_over, post=False)
+            return await self._hand_over(entry, args, ctx, entry.instructions or entry.summary or entry.name)
+        call = _local_call(entry, args, ctx)
 
         async def execute(final_args: Mapping[str, Any]) -> ToolResult:
             if final_args is not args:  # a hook rewrote the input: it must still fit the schema
@@ -177,11 +174,21 @@ class Surface:
 
         return await gated_run(self._gate(), call, execute)
 
+    async def _hand_over(self, entry: ToolEntry, args: dict[str, Any], ctx: CallContext,
+                         text: str) -> ToolResult:
+        """A reference tool: nothing runs here, the client performs the action with `text`. The
+        hand-over itself passes PreToolUse (no PostToolUse); a deny withholds `text`."""
+        async def hand_over(_: Mapping[str, Any]) -> ToolResult:
+            self._audit.record("tool", name=entry.id, mode="reference", ok=True, durationMs=0)
+            return ToolResult.text(text)
+
+        return await gated_run(self._gate(), _local_call(entry, args, ctx), hand_over, post=False)
+
     async def _run_upstream(self, tool: UpstreamTool, args: dict[str, Any], ctx: CallContext) -> ToolResult:
         validate_args(tool.surfaced, tool.input_schema, args, trusted=False)
         call = ToolCall(surfaced=tool.surfaced, tool_id=tool.tool, display=tool.display, args=args,
                         mode="upstream", session_id=ctx.session_id, call_id=ctx.call_id,
-                        aliases=(tool.claude_code_name(),), ask_user=ctx.ask_user)
+                        upstream=tool.upstream, annotations=tool.annotations, ask_user=ctx.ask_user)
 
         async def forward(final_args: Mapping[str, Any]) -> ToolResult:
             return ToolResult.from_wire(await bridge.call(self._upstreams, tool, final_args, ctx,
@@ -213,6 +220,11 @@ class Surface:
 
 async def _fail(message: str) -> ToolResult:
     raise ToolFailure(message)
+
+
+def _local_call(entry: ToolEntry, args: Mapping[str, Any], ctx: CallContext) -> ToolCall:
+    return ToolCall(surfaced=entry.id, tool_id=entry.id, display=entry.name, args=args, mode=entry.mode,
+                    session_id=ctx.session_id, call_id=ctx.call_id, ask_user=ctx.ask_user)
 
 
 def _label(name: str, args: Mapping[str, Any]) -> str:

@@ -49,9 +49,11 @@ class UpstreamTool:
         schema = self.definition.get("inputSchema")
         return schema if isinstance(schema, Mapping) else {"type": "object"}
 
-    def claude_code_name(self) -> str:
-        """The name Claude Code gives this tool, so its hook matchers keep working."""
-        return f"mcp__{self.upstream}__{self.tool}"
+    @property
+    def annotations(self) -> dict[str, Any]:
+        """The upstream's annotations (`readOnlyHint`, `destructiveHint`, ...), as it declared them."""
+        annotations = self.definition.get("annotations")
+        return dict(annotations) if isinstance(annotations, Mapping) else {}
 
     def top_level_definition(self) -> dict[str, Any]:
         """The upstream's definition under our name: title, annotations, outputSchema kept."""

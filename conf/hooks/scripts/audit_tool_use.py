@@ -1,7 +1,8 @@
 """PostToolUse example: append one line per finished call to logs/hook-audit.jsonl in the home.
 
-Records the tool name, the session and whether the result was an error; never the arguments or
-the result (they may hold secrets). Always exits 0: PostToolUse is advisory.
+Records the tool name as Claude Code gives it (`tool_name`: a register tool's id, or
+`mcp__<upstream>__<tool>` for an upstream tool), the session and whether the result was an error;
+never the arguments or the result (they may hold secrets). Always exits 0: PostToolUse is advisory.
 """
 
 import json
