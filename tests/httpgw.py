@@ -12,7 +12,7 @@ from pathlib import Path
 
 import trio
 
-from tests.wire import gateway_argv, kill_group
+from tests.wire import gateway_argv, kill_group, settled
 
 _URL = re.compile(rb'"urls": \["(http://[^"]+)"')
 
@@ -30,7 +30,9 @@ class HttpGateway:
 
 @asynccontextmanager
 async def http_gateway(home: Path, env: Mapping[str, str] | None = None, *args: str,
-                       ) -> AsyncIterator[HttpGateway]:
+                       settle: bool = True) -> AsyncIterator[HttpGateway]:
+    """A running `tfunnel serve --http --port 0` and its URL; with `settle` (the default) once
+    its upstreams had their start."""
     proc = await trio.lowlevel.open_process(
         [*gateway_argv(home), "serve", "--http", "--port", "0", *args],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
@@ -52,6 +54,8 @@ async def http_gateway(home: Path, env: Mapping[str, str] | None = None, *args: 
         try:
             with trio.fail_after(30):
                 await bound.wait()
+            if settle:
+                await settled(proc, gw.stderr)
             yield gw
         finally:
             with trio.CancelScope(shield=True):

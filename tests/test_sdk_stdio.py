@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import json
 import sys
+import tempfile
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import pytest
 import trio
 from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
 from mcp.types import CallToolResult, TextContent
+
+from tests.wire import SETTLED
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -24,6 +28,9 @@ class Notifications:
     """Collects server notifications the SDK client receives."""
 
     def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
         self.methods: list[str] = []
         self.list_changed = trio.Event()
 
@@ -39,11 +46,32 @@ class Notifications:
 
 @asynccontextmanager
 async def sdk_client(home: Path, notes: Notifications | None = None,
-                     env: dict[str, str] | None = None) -> AsyncIterator[Client]:
+                     env: dict[str, str] | None = None, *, settle: bool = True) -> AsyncIterator[Client]:
+    """The SDK's stdio client on a gateway it spawns; with `settle` (the default) the test starts
+    once the gateway's upstreams had their start (its stderr says so), as `tests.wire.gateway`."""
     params = StdioServerParameters(command=sys.executable,
                                    args=["-m", "tfunnel", "--home", str(home), "serve"], env=env)
-    async with Client(params, mode="legacy", cache=None, message_handler=notes) as client:
-        yield client
+    with tempfile.TemporaryFile("w+b") as errlog:
+        try:
+            async with Client(stdio_client(params, errlog=errlog), mode="legacy", cache=None,  # type: ignore[arg-type]
+                              message_handler=notes) as client:
+                if settle:
+                    with trio.fail_after(30):
+                        while SETTLED not in _read_all(errlog):
+                            await trio.sleep(0.02)
+                    # The upstreams' arrival was announced before the log said so; a round trip
+                    # lets that announcement through before the test begins listening.
+                    await client.list_tools()
+                    if notes is not None:
+                        notes.reset()
+                yield client
+        finally:
+            sys.stderr.write(_read_all(errlog).decode("utf-8", "replace"))  # into pytest's report
+
+
+def _read_all(file: IO[bytes]) -> bytes:
+    file.seek(0)
+    return file.read()
 
 
 def text(result: CallToolResult) -> str:

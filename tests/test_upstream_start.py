@@ -57,7 +57,7 @@ async def test_stdio_answers_at_once_while_an_upstream_hangs(home: Path) -> None
     tools are not listed yet (the four meta-tools are)."""
     set_start_window(home, WINDOW_S)
     set_upstreams(home, hung(home))
-    async with gateway(home) as wire:
+    async with gateway(home, settle=False) as wire:
         with trio.fail_after(PROMPT_S):
             await wire.initialize()
             listed = await wire.request(1, "tools/list", {})
@@ -75,7 +75,7 @@ async def test_a_call_to_a_starting_upstream_waits_for_it_only(home: Path) -> No
     nothing up."""
     set_start_window(home, WINDOW_S)
     set_upstreams(home, hung(home, "late", delay=2), hung(home, "slow"))
-    async with gateway(home) as wire:
+    async with gateway(home, settle=False) as wire:
         await wire.initialize()
         with trio.fail_after(PROMPT_S):
             echoed = await wire.request(1, "tools/call", run_tool("late_echo", {"text": "hi"}))
@@ -96,7 +96,7 @@ async def test_a_call_to_a_hung_upstream_fails_as_still_starting(home: Path, how
     set_upstreams(home, hung(home), expose=expose)
     if how == "hot":
         (home / "tools" / "tools.state.json").write_text(json.dumps({"slow_echo": {"hot": True}}))
-    async with gateway(home) as wire:
+    async with gateway(home, settle=False) as wire:
         await wire.initialize()
         with trio.fail_after(PROMPT_S):
             if how == "run_tool":
@@ -115,7 +115,7 @@ async def test_http_answers_at_once_while_an_upstream_hangs(home: Path) -> None:
     upstream is stuck starting; /readyz is not ready until the start window ends."""
     set_start_window(home, WINDOW_S)
     set_upstreams(home, hung(home))
-    async with http_gateway(home) as gw, httpx2.AsyncClient(timeout=PROMPT_S) as http:
+    async with http_gateway(home, settle=False) as gw, httpx2.AsyncClient(timeout=PROMPT_S) as http:
         session = await open_session(http, gw.url)
         headers = {**ACCEPT, "mcp-session-id": session}
         listed = await http.post(f"{gw.url}/mcp", headers=headers,

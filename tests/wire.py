@@ -139,9 +139,24 @@ async def kill_group(proc: trio.Process) -> None:
         await proc.wait()
 
 
+# What the gateway logs once every upstream connected or failed its first attempt.
+SETTLED = b'"event": "upstreams started"'
+
+
+async def settled(proc: trio.Process, stderr: bytearray, timeout: float = 30.0) -> None:
+    """Wait until the gateway's upstreams had their start (or the gateway ended)."""
+    with trio.fail_after(timeout):
+        while SETTLED not in stderr and proc.poll() is None:
+            await trio.sleep(0.02)
+
+
 @asynccontextmanager
-async def gateway(home: Path, env: Mapping[str, str] | None = None, *extra: str) -> AsyncIterator[Wire]:
-    """A running `tfunnel serve` on `home`; killed (group) if the test leaves it running."""
+async def gateway(home: Path, env: Mapping[str, str] | None = None, *extra: str,
+                  settle: bool = True) -> AsyncIterator[Wire]:
+    """A running `tfunnel serve` on `home`; killed (group) if the test leaves it running.
+
+    With `settle` (the default) the test starts once the upstreams had their start, so what it
+    sees does not depend on how fast they came up; starting upstreams hold no client up."""
     proc = await trio.lowlevel.open_process(
         [*gateway_argv(home, *extra), "serve"],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -158,6 +173,8 @@ async def gateway(home: Path, env: Mapping[str, str] | None = None, *extra: str)
     async with trio.open_nursery() as nursery:
         nursery.start_soon(drain_stderr)
         try:
+            if settle:
+                await settled(proc, wire.stderr)
             yield wire
         finally:
             with trio.CancelScope(shield=True):

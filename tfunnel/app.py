@@ -132,8 +132,8 @@ async def _start_upstreams(gateway: Gateway, only: Collection[str] | None, *,
         await nursery.start(gateway.supervisor.serve, config)
         task_status.started()
         await gateway.supervisor.first_attempts()
-        gateway.live.upstreams_changed()
         gateway.live.started.set()
+        log.info("upstreams started", status=upstream_status(gateway))
 
 
 class Signals:
@@ -251,7 +251,6 @@ async def run_http(gateway: Gateway, metrics: Metrics, host: str, port: int, gra
         # once the upstreams have had their start window.
         log.info("listening", urls=urls, server=live.settings.server_name)
         await live.started.wait()
-        log.info("upstreams started", status=upstream_status(gateway))
         notifier.ready(upstream_status(gateway))
         await app.stopped.wait()
     notifier.close()
