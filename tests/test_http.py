@@ -139,6 +139,56 @@ async def test_a_dropped_connection_cancels_the_call_through_the_tree(home: Path
         assert isinstance(json.loads(await wait_for_file(cancel_log)), int)
 
 
+# Bodies that are not Unicode text: each must get -32700 (HTTP 400), on every transport.
+UNDECODABLE = [
+    b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":"\\ud800"}}',
+    b'{"jsonrpc":"2.0","id":"\\ud800","method":"ping"}',
+    b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":"\xed\xa0\x80"}}',
+    b"\xff\xfe",
+]
+MODERN_META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+               "io.modelcontextprotocol/clientCapabilities": {},
+               "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"}}
+MODERN_LIST = json.dumps({"jsonrpc": "2.0", "id": 3, "method": "tools/list",
+                          "params": {"_meta": MODERN_META, "cursor": "\ud800"}}).encode()
+
+
+def assert_parse_error(reply: httpx2.Response) -> None:
+    assert reply.status_code == 400, reply.content
+    assert reply.headers["content-type"] == "application/json"
+    assert reply.json()["id"] is None and reply.json()["error"]["code"] == -32700
+
+
+async def test_undecodable_bodies_get_a_parse_error(home: Path) -> None:
+    """Lone surrogates and non-UTF-8 bytes get 400/-32700 on /mcp (session and modern) and /messages."""
+    async with http_gateway(home) as gw, httpx2.AsyncClient(timeout=10) as http:
+        session = {**ACCEPT, "mcp-session-id": await open_session(http, gw.url)}
+        for body in UNDECODABLE:
+            assert_parse_error(await http.post(f"{gw.url}/mcp", content=body, headers=session))
+        modern = {**ACCEPT, "mcp-protocol-version": "2026-07-28", "mcp-method": "tools/list"}
+        assert_parse_error(await http.post(f"{gw.url}/mcp", content=MODERN_LIST, headers=modern))
+        for body in UNDECODABLE:
+            assert_parse_error(await http.post(f"{gw.url}/mcp", content=body, headers=modern))
+        pong = await http.post(f"{gw.url}/mcp", json={"jsonrpc": "2.0", "id": 9, "method": "ping"},
+                               headers=session)
+        assert pong.json() == {"jsonrpc": "2.0", "id": 9, "result": {}}
+        with trio.fail_after(20):
+            async with http.stream("GET", f"{gw.url}/sse") as stream:
+                lines = stream.aiter_lines()
+                endpoint = ""
+                while not endpoint.startswith("data: "):
+                    endpoint = await anext(lines)
+                messages = f"{gw.url}{endpoint.removeprefix('data: ')}"
+                for body in UNDECODABLE:
+                    assert_parse_error(await http.post(messages, content=body, headers=ACCEPT))
+                init = {**INIT, "id": "sse-init"}
+                assert (await http.post(messages, json=init, headers=ACCEPT)).status_code == 202
+                data = ""
+                while not data.startswith("data: "):  # the session still answers on its stream
+                    data = await anext(lines)
+                assert json.loads(data.removeprefix("data: "))["id"] == "sse-init"
+
+
 def test_a_non_loopback_bind_is_refused(home: Path) -> None:
     """`--host 0.0.0.0` is refused at start with a clear message and exit status 1."""
     done = subprocess.run([*gateway_argv(home), "serve", "--http", "--host", "0.0.0.0", "--port", "0"],
