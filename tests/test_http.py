@@ -64,6 +64,10 @@ async def test_protection_and_session_rules(home: Path) -> None:
         url = gw.url
         assert (await http.get(f"{url}/livez", headers={"origin": "http://evil.example"})).status_code == 403
         assert (await http.get(f"{url}/livez", headers={"host": "evil.example"})).status_code == 421
+        for rebinding in ("127.0.0.1.nip.io", "127.evil.com"):
+            assert (await http.get(f"{url}/livez", headers={"host": rebinding})).status_code == 421
+            foreign = await http.get(f"{url}/livez", headers={"origin": f"http://{rebinding}"})
+            assert foreign.status_code == 403
         local = await http.get(f"{url}/livez", headers={"origin": "http://localhost:3000"})
         assert local.status_code == 200
         big = b'{"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"x": "' + b"x" * (5 << 20) + b'"}}'
@@ -139,6 +143,44 @@ async def test_a_dropped_connection_cancels_the_call_through_the_tree(home: Path
         assert isinstance(json.loads(await wait_for_file(cancel_log)), int)
 
 
+# (Host header, Origin header or None, status): what the DNS-rebinding guard answers over the wire.
+GUARD: list[tuple[str, str | None, int]] = [
+    ("127.0.0.1.nip.io", None, 421),
+    ("127.0.0.1.nip.io:9998", None, 421),
+    ("127.evil.com", None, 421),
+    ("127.evil.com:9998", None, 421),
+    ("localhost.", None, 421),
+    ("127.0.0.1.", None, 421),
+    ("127.1:9998", None, 421),
+    ("0x7f000001", None, 421),
+    ("[::ffff:127.0.0.1]:9998", None, 421),
+    ("127.0.0.1:abc", None, 421),
+    ("127.0.0.1@evil.com", None, 421),
+    ("127.0.0.1:9998", "http://127.evil.com", 403),
+    ("127.0.0.1:9998", "http://127.0.0.1.nip.io:9998", 403),
+    ("127.0.0.1:9998", "null", 403),
+    ("127.0.0.1:9998", "http://user@127.0.0.1", 403),
+    ("127.0.0.1:9998", "ws://127.0.0.1", 403),
+    ("127.0.0.1:9998", "http://127.0.0.1:9998", 200),
+    ("LOCALHOST:9998", "https://localhost", 200),
+    ("[::1]:9998", "http://[::1]", 200),
+    ("127.0.0.2", None, 200),
+]
+
+
+async def test_dns_rebinding_guard_over_http(home: Path) -> None:
+    """Rebinding Hosts get 421 and foreign Origins 403; loopback Hosts and Origins pass the guard."""
+    async with http_gateway(home) as gw, httpx2.AsyncClient(timeout=10) as http:
+        for host, origin, status in GUARD:
+            headers = {"host": host} if origin is None else {"host": host, "origin": origin}
+            reply = await http.post(f"{gw.url}/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
+                                    headers={**ACCEPT, **headers})
+            if status == 200:  # past the guard: the session check answers
+                assert reply.status_code == 400, (host, origin)
+                continue
+            assert reply.status_code == status, (host, origin)
+
+
 # Bodies that are not Unicode text: each must get -32700 (HTTP 400), on every transport.
 UNDECODABLE = [
     b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":"\\ud800"}}',
@@ -189,12 +231,16 @@ async def test_undecodable_bodies_get_a_parse_error(home: Path) -> None:
                 assert json.loads(data.removeprefix("data: "))["id"] == "sse-init"
 
 
-def test_a_non_loopback_bind_is_refused(home: Path) -> None:
-    """`--host 0.0.0.0` is refused at start with a clear message and exit status 1."""
-    done = subprocess.run([*gateway_argv(home), "serve", "--http", "--host", "0.0.0.0", "--port", "0"],
+@pytest.mark.parametrize("host", ["0.0.0.0", "127.evil.com", "127.0.0.1.nip.io", "localhost.", "[::1]"])
+def test_a_non_loopback_bind_is_refused(home: Path, host: str) -> None:
+    """A --host that is not a loopback literal or `localhost` exits 1 with one line naming it."""
+    done = subprocess.run([*gateway_argv(home), "serve", "--http", "--host", host, "--port", "0"],
                           capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
     assert done.returncode == 1
-    assert "refusing to listen on '0.0.0.0'" in done.stderr
+    assert "Traceback" not in done.stderr
+    refusals = [line for line in done.stderr.splitlines() if not line.startswith("tfunnel: config home")]
+    assert refusals == [f"tfunnel: refusing to listen on {host!r}: tfunnel serves HTTP on loopback only "
+                        "(an address in 127.0.0.0/8, ::1, or localhost) until authentication is configured"]
 
 
 async def test_sigterm_drains_then_cancels(home: Path) -> None:

@@ -2,9 +2,10 @@
 
 Routes: `POST/GET/DELETE /mcp` (Streamable HTTP, legacy sessions), `GET /health`, `/livez`,
 `/readyz`. Every request first passes the DNS-rebinding guard (`Host` must be a loopback name,
-421 otherwise) and the `Origin` check (present and not loopback → 403). Bodies are capped (413
-with a JSON-RPC error). A client that disconnects while its call runs cancels that call through
-the tree (hooks, tool process groups, upstream requests).
+421 otherwise) and the `Origin` check (present and not loopback → 403); `serve.loopback` says
+which names those are. Bodies are capped (413 with a JSON-RPC error). A client that disconnects
+while its call runs cancels that call through the tree (hooks, tool process groups, upstream
+requests).
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import time
 from typing import Any
-from urllib.parse import urlsplit
 
 import structlog
 import trio
@@ -44,6 +44,7 @@ from tfunnel.serve.asgi import (
     rpc_error,
     sse,
 )
+from tfunnel.serve.loopback import is_loopback_authority, is_loopback_origin
 from tfunnel.serve.metrics import Metrics
 from tfunnel.serve.sessions import HttpSession, SessionStore
 from tfunnel.serve.sse_legacy import LegacySse
@@ -58,26 +59,6 @@ REAP_EVERY_S = 60.0
 MAX_CONCURRENT_REQUESTS = 512
 # SSE comment lines keep proxies and clients from timing out an idle notification stream.
 KEEPALIVE_S = 15.0
-LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
-
-
-def is_loopback_host(host: str) -> bool:
-    """`Host`/bind names we serve: loopback only (until authentication exists)."""
-    name = host.strip().lower()
-    if name.startswith("["):
-        name = name[: name.find("]") + 1]
-    elif name.count(":") == 1:
-        name = name.split(":", 1)[0]
-    return name in LOOPBACK_HOSTS or name.startswith("127.")
-
-
-def _allowed_origin(origin: str) -> bool:
-    try:
-        parts = urlsplit(origin)
-    except ValueError:
-        return False
-    return parts.scheme in ("http", "https") and parts.hostname is not None and is_loopback_host(
-        parts.hostname if ":" not in parts.hostname else f"[{parts.hostname}]")
 
 
 def _single(name: str) -> bool:
@@ -115,11 +96,11 @@ class HttpApp:
                 await rpc_error(send, 400, None, HEADER_MISMATCH, f"Header mismatch: {name} is repeated")
                 return
             headers[name] = raw_value.decode("latin-1")
-        if not is_loopback_host(headers.get("host", "")):
+        if not is_loopback_authority(headers.get("host", "")):
             await plain(send, 421, b"Misdirected Request: this gateway answers loopback hosts only")
             return
         origin = headers.get("origin")
-        if origin is not None and not _allowed_origin(origin):
+        if origin is not None and not is_loopback_origin(origin):
             await plain(send, 403, b"Forbidden: Origin not allowed")
             return
         if self._active >= MAX_CONCURRENT_REQUESTS:
