@@ -169,7 +169,7 @@ GUARD: list[tuple[str, str | None, int]] = [
 
 
 async def test_dns_rebinding_guard_over_http(home: Path) -> None:
-    """Rebinding Hosts get 421 and foreign Origins 403; loopback Hosts and Origins pass the guard."""
+    """Rebinding Hosts get 421 and foreign Origins 403, each a JSON-RPC error (id null); loopback passes."""
     async with http_gateway(home) as gw, httpx2.AsyncClient(timeout=10) as http:
         for host, origin, status in GUARD:
             headers = {"host": host} if origin is None else {"host": host, "origin": origin}
@@ -179,6 +179,29 @@ async def test_dns_rebinding_guard_over_http(home: Path) -> None:
                 assert reply.status_code == 400, (host, origin)
                 continue
             assert reply.status_code == status, (host, origin)
+            assert reply.headers["content-type"] == "application/json"
+            error = reply.json()
+            assert error["id"] is None and error["error"]["code"] == -32600
+            assert ("Host" if status == 421 else "Origin") in error["error"]["message"]
+
+
+async def test_http_errors_are_json_but_probes_stay_text(home: Path) -> None:
+    """404 and every 405 carry a JSON-RPC error body; /livez and /readyz keep their text bodies."""
+    async with http_gateway(home) as gw, httpx2.AsyncClient(timeout=10) as http:
+        errors = [
+            await http.get(f"{gw.url}/nowhere"),
+            await http.put(f"{gw.url}/mcp", content=b"{}"),
+            await http.get(f"{gw.url}/mcp", headers={"accept": "application/json"}),
+            await http.get(f"{gw.url}/mcp", headers={"mcp-protocol-version": "2026-07-28"}),
+        ]
+        assert [e.status_code for e in errors] == [404, 405, 405, 405]
+        for error in errors:
+            assert error.headers["content-type"] == "application/json"
+            assert error.json()["id"] is None and error.json()["error"]["code"] == -32600
+        assert errors[3].headers["allow"] == "POST"
+        for probe, text in (("/livez", "ok"), ("/readyz", "ready")):
+            reply = await http.get(f"{gw.url}{probe}")
+            assert reply.headers["content-type"].startswith("text/plain") and reply.text == text
 
 
 # Bodies that are not Unicode text: each must get -32700 (HTTP 400), on every transport.

@@ -135,6 +135,8 @@ def sse(message: dict[str, Any]) -> bytes:
 
 
 async def plain(send: Send, status: int, body: bytes) -> None:
+    """A text response: only the deliberate text bodies (`/livez`, `/readyz`) and empty
+    acknowledgements (202, 204); errors go out as `rpc_error`."""
     await send({"type": "http.response.start", "status": status,
                 "headers": [(b"content-type", b"text/plain; charset=utf-8")]})
     await send({"type": "http.response.body", "body": body})
@@ -154,8 +156,8 @@ async def json_response(send: Send, status: int, value: Any,
 
 
 async def rpc_error(send: Send, status: int, request_id: jsonrpc.RequestId | None, code: int,
-                     message: str) -> None:
-    await json_response(send, status, jsonrpc.error_message(request_id, code, message))
+                     message: str, extra: list[tuple[bytes, bytes]] | None = None) -> None:
+    await json_response(send, status, jsonrpc.error_message(request_id, code, message), extra)
 
 
 async def read_message(receive: Receive, send: Send, cap: int) -> Message | None:

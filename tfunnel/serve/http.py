@@ -3,9 +3,9 @@
 Routes: `POST/GET/DELETE /mcp` (Streamable HTTP, legacy sessions), `GET /health`, `/livez`,
 `/readyz`. Every request first passes the DNS-rebinding guard (`Host` must be a loopback name,
 421 otherwise) and the `Origin` check (present and not loopback → 403); `serve.loopback` says
-which names those are. Bodies are capped (413 with a JSON-RPC error). A client that disconnects
-while its call runs cancels that call through the tree (hooks, tool process groups, upstream
-requests).
+which names those are. Bodies are capped (413). Every error body is a JSON-RPC error object;
+only `/livez` and `/readyz` answer text. A client that disconnects while its call runs cancels
+that call through the tree (hooks, tool process groups, upstream requests).
 """
 
 from __future__ import annotations
@@ -97,14 +97,19 @@ class HttpApp:
                 return
             headers[name] = raw_value.decode("latin-1")
         if not is_loopback_authority(headers.get("host", "")):
-            await plain(send, 421, b"Misdirected Request: this gateway answers loopback hosts only")
+            await rpc_error(send, 421, None, jsonrpc.INVALID_REQUEST,
+                            "Misdirected Request: the Host header must name a loopback address "
+                            "(127.0.0.0/8, [::1]) or localhost, with an optional port")
             return
         origin = headers.get("origin")
         if origin is not None and not is_loopback_origin(origin):
-            await plain(send, 403, b"Forbidden: Origin not allowed")
+            await rpc_error(send, 403, None, jsonrpc.INVALID_REQUEST,
+                            "Forbidden: Origin not allowed; only http(s) origins on a loopback address "
+                            "(127.0.0.0/8, [::1]) or localhost may call this gateway")
             return
         if self._active >= MAX_CONCURRENT_REQUESTS:
-            await plain(send, 503, b"Service Unavailable: too many concurrent requests")
+            await rpc_error(send, 503, None, jsonrpc.INTERNAL_ERROR,
+                            "Service Unavailable: too many concurrent requests")
             return
         self._active += 1
         try:
@@ -117,11 +122,13 @@ class HttpApp:
         if path == "/mcp":
             handler = {"POST": self._post, "GET": self._get, "DELETE": self._delete}.get(method)
             if handler is None:
-                await plain(send, 405, b"Method Not Allowed")
+                await rpc_error(send, 405, None, jsonrpc.INVALID_REQUEST,
+                                f"Method Not Allowed: /mcp takes POST, GET or DELETE, not {method}")
                 return
             await handler(headers, receive, send)
         elif path in ("/sse", "/messages", "/messages/") and not self.live.settings.serve_legacy:
-            await plain(send, 405, b"Method Not Allowed: this gateway serves modern MCP only")
+            await rpc_error(send, 405, None, jsonrpc.INVALID_REQUEST,
+                            "Method Not Allowed: this gateway serves modern MCP only")
         elif path == "/sse" and method == "GET":
             await self.legacy_sse.stream(receive, send)
         elif path in ("/messages", "/messages/") and method == "POST":
@@ -140,7 +147,7 @@ class HttpApp:
             ready = self.live.started.is_set() and not self.stopping.is_set()
             await plain(send, 200 if ready else 503, b"ready" if ready else b"not ready")
         else:
-            await plain(send, 404, b"Not Found")
+            await rpc_error(send, 404, None, jsonrpc.INVALID_REQUEST, f"Not Found: {method} {path}")
 
     # --- /mcp -----------------------------------------------------------------------------------
 
@@ -294,9 +301,8 @@ class HttpApp:
         """GET and DELETE exist only for legacy sessions: a modern client or a modern-only
         gateway gets 405 (PROTOCOL.md §3.6)."""
         if self._is_modern(headers, None):
-            await send({"type": "http.response.start", "status": 405,
-                        "headers": [(b"allow", b"POST"), (b"content-type", b"text/plain; charset=utf-8")]})
-            await send({"type": "http.response.body", "body": b"Method Not Allowed: modern MCP is POST only"})
+            await rpc_error(send, 405, None, jsonrpc.INVALID_REQUEST,
+                            "Method Not Allowed: modern MCP is POST only", [(b"allow", b"POST")])
             return True
         return False
 
@@ -304,7 +310,8 @@ class HttpApp:
         if await self._legacy_only(headers, send):
             return
         if "text/event-stream" not in headers.get("accept", ""):
-            await plain(send, 405, b"Method Not Allowed: GET needs Accept: text/event-stream")
+            await rpc_error(send, 405, None, jsonrpc.INVALID_REQUEST,
+                            "Method Not Allowed: GET needs Accept: text/event-stream")
             return
         session = await self._session(headers, send)
         if session is None:
