@@ -130,6 +130,32 @@ def test_usage_errors_exit_2(home: Path) -> None:
     assert tfunnel(home, "tool", "explode", "hash").returncode == 2
 
 
+@pytest.mark.parametrize(
+    ("option", "value", "allowed"),
+    [
+        ("--port", "65536", "0 to 65535"),
+        ("--port", "99999", "0 to 65535"),
+        ("--port", "-1", "0 to 65535"),
+        ("--port", "nine", "0 to 65535"),
+        ("--grace", "-1", "finite number of seconds >= 0"),
+        ("--grace", "-0.5", "finite number of seconds >= 0"),
+        ("--grace", "nan", "finite number of seconds >= 0"),
+        ("--grace", "inf", "finite number of seconds >= 0"),
+        ("--grace", "soon", "finite number of seconds >= 0"),
+    ],
+)
+def test_serve_option_out_of_range_is_a_usage_error(home: Path, option: str, value: str,
+                                                    allowed: str) -> None:
+    """A bad --port or --grace exits 2 with one error line naming the option and what is allowed."""
+    other = ("--port", "0") if option == "--grace" else ()  # never the default port, even if it serves
+    done = tfunnel(home, "serve", "--http", f"{option}={value}", *other)
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr
+    errors = [line for line in done.stderr.splitlines() if "error:" in line]
+    assert len(errors) == 1 and errors[0].startswith(f"tfunnel serve: error: argument {option}: must be ")
+    assert allowed in errors[0] and repr(value) in errors[0]
+
+
 def test_mcp_list_probe_shows_live_upstream_state(home: Path) -> None:
     """`tfunnel mcp list --probe` connects the seeded demo upstream and reports it ready."""
     done = tfunnel(home, "mcp", "list", "--probe")

@@ -64,6 +64,10 @@ async def test_protection_and_session_rules(home: Path) -> None:
         url = gw.url
         assert (await http.get(f"{url}/livez", headers={"origin": "http://evil.example"})).status_code == 403
         assert (await http.get(f"{url}/livez", headers={"host": "evil.example"})).status_code == 421
+        for rebinding in ("127.0.0.1.nip.io", "127.evil.com"):
+            assert (await http.get(f"{url}/livez", headers={"host": rebinding})).status_code == 421
+            foreign = await http.get(f"{url}/livez", headers={"origin": f"http://{rebinding}"})
+            assert foreign.status_code == 403
         local = await http.get(f"{url}/livez", headers={"origin": "http://localhost:3000"})
         assert local.status_code == 200
         big = b'{"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"x": "' + b"x" * (5 << 20) + b'"}}'
@@ -139,12 +143,127 @@ async def test_a_dropped_connection_cancels_the_call_through_the_tree(home: Path
         assert isinstance(json.loads(await wait_for_file(cancel_log)), int)
 
 
-def test_a_non_loopback_bind_is_refused(home: Path) -> None:
-    """`--host 0.0.0.0` is refused at start with a clear message and exit status 1."""
-    done = subprocess.run([*gateway_argv(home), "serve", "--http", "--host", "0.0.0.0", "--port", "0"],
+# (Host header, Origin header or None, status): what the DNS-rebinding guard answers over the wire.
+GUARD: list[tuple[str, str | None, int]] = [
+    ("127.0.0.1.nip.io", None, 421),
+    ("127.0.0.1.nip.io:9998", None, 421),
+    ("127.evil.com", None, 421),
+    ("127.evil.com:9998", None, 421),
+    ("localhost.", None, 421),
+    ("127.0.0.1.", None, 421),
+    ("127.1:9998", None, 421),
+    ("0x7f000001", None, 421),
+    ("[::ffff:127.0.0.1]:9998", None, 421),
+    ("127.0.0.1:abc", None, 421),
+    ("127.0.0.1@evil.com", None, 421),
+    ("127.0.0.1:9998", "http://127.evil.com", 403),
+    ("127.0.0.1:9998", "http://127.0.0.1.nip.io:9998", 403),
+    ("127.0.0.1:9998", "null", 403),
+    ("127.0.0.1:9998", "http://user@127.0.0.1", 403),
+    ("127.0.0.1:9998", "ws://127.0.0.1", 403),
+    ("127.0.0.1:9998", "http://127.0.0.1:9998", 200),
+    ("LOCALHOST:9998", "https://localhost", 200),
+    ("[::1]:9998", "http://[::1]", 200),
+    ("127.0.0.2", None, 200),
+]
+
+
+async def test_dns_rebinding_guard_over_http(home: Path) -> None:
+    """Rebinding Hosts get 421 and foreign Origins 403, each a JSON-RPC error (id null); loopback passes."""
+    async with http_gateway(home) as gw, httpx2.AsyncClient(timeout=10) as http:
+        for host, origin, status in GUARD:
+            headers = {"host": host} if origin is None else {"host": host, "origin": origin}
+            reply = await http.post(f"{gw.url}/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
+                                    headers={**ACCEPT, **headers})
+            if status == 200:  # past the guard: the session check answers
+                assert reply.status_code == 400, (host, origin)
+                continue
+            assert reply.status_code == status, (host, origin)
+            assert reply.headers["content-type"] == "application/json"
+            error = reply.json()
+            assert error["id"] is None and error["error"]["code"] == -32600
+            assert ("Host" if status == 421 else "Origin") in error["error"]["message"]
+
+
+async def test_http_errors_are_json_but_probes_stay_text(home: Path) -> None:
+    """404 and every 405 carry a JSON-RPC error body; /livez and /readyz keep their text bodies."""
+    async with http_gateway(home) as gw, httpx2.AsyncClient(timeout=10) as http:
+        errors = [
+            await http.get(f"{gw.url}/nowhere"),
+            await http.put(f"{gw.url}/mcp", content=b"{}"),
+            await http.get(f"{gw.url}/mcp", headers={"accept": "application/json"}),
+            await http.get(f"{gw.url}/mcp", headers={"mcp-protocol-version": "2026-07-28"}),
+        ]
+        assert [e.status_code for e in errors] == [404, 405, 405, 405]
+        for error in errors:
+            assert error.headers["content-type"] == "application/json"
+            assert error.json()["id"] is None and error.json()["error"]["code"] == -32600
+        assert errors[3].headers["allow"] == "POST"
+        for probe, text in (("/livez", "ok"), ("/readyz", "ready")):
+            reply = await http.get(f"{gw.url}{probe}")
+            assert reply.headers["content-type"].startswith("text/plain") and reply.text == text
+
+
+# Bodies that are not Unicode text: each must get -32700 (HTTP 400), on every transport.
+UNDECODABLE = [
+    b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":"\\ud800"}}',
+    b'{"jsonrpc":"2.0","id":"\\ud800","method":"ping"}',
+    b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":"\xed\xa0\x80"}}',
+    b"\xff\xfe",
+]
+MODERN_META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+               "io.modelcontextprotocol/clientCapabilities": {},
+               "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"}}
+MODERN_LIST = json.dumps({"jsonrpc": "2.0", "id": 3, "method": "tools/list",
+                          "params": {"_meta": MODERN_META, "cursor": "\ud800"}}).encode()
+
+
+def assert_parse_error(reply: httpx2.Response) -> None:
+    assert reply.status_code == 400, reply.content
+    assert reply.headers["content-type"] == "application/json"
+    assert reply.json()["id"] is None and reply.json()["error"]["code"] == -32700
+
+
+async def test_undecodable_bodies_get_a_parse_error(home: Path) -> None:
+    """Lone surrogates and non-UTF-8 bytes get 400/-32700 on /mcp (session and modern) and /messages."""
+    async with http_gateway(home) as gw, httpx2.AsyncClient(timeout=10) as http:
+        session = {**ACCEPT, "mcp-session-id": await open_session(http, gw.url)}
+        for body in UNDECODABLE:
+            assert_parse_error(await http.post(f"{gw.url}/mcp", content=body, headers=session))
+        modern = {**ACCEPT, "mcp-protocol-version": "2026-07-28", "mcp-method": "tools/list"}
+        assert_parse_error(await http.post(f"{gw.url}/mcp", content=MODERN_LIST, headers=modern))
+        for body in UNDECODABLE:
+            assert_parse_error(await http.post(f"{gw.url}/mcp", content=body, headers=modern))
+        pong = await http.post(f"{gw.url}/mcp", json={"jsonrpc": "2.0", "id": 9, "method": "ping"},
+                               headers=session)
+        assert pong.json() == {"jsonrpc": "2.0", "id": 9, "result": {}}
+        with trio.fail_after(20):
+            async with http.stream("GET", f"{gw.url}/sse") as stream:
+                lines = stream.aiter_lines()
+                endpoint = ""
+                while not endpoint.startswith("data: "):
+                    endpoint = await anext(lines)
+                messages = f"{gw.url}{endpoint.removeprefix('data: ')}"
+                for body in UNDECODABLE:
+                    assert_parse_error(await http.post(messages, content=body, headers=ACCEPT))
+                init = {**INIT, "id": "sse-init"}
+                assert (await http.post(messages, json=init, headers=ACCEPT)).status_code == 202
+                data = ""
+                while not data.startswith("data: "):  # the session still answers on its stream
+                    data = await anext(lines)
+                assert json.loads(data.removeprefix("data: "))["id"] == "sse-init"
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "127.evil.com", "127.0.0.1.nip.io", "localhost.", "[::1]"])
+def test_a_non_loopback_bind_is_refused(home: Path, host: str) -> None:
+    """A --host that is not a loopback literal or `localhost` exits 1 with one line naming it."""
+    done = subprocess.run([*gateway_argv(home), "serve", "--http", "--host", host, "--port", "0"],
                           capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
     assert done.returncode == 1
-    assert "refusing to listen on '0.0.0.0'" in done.stderr
+    assert "Traceback" not in done.stderr
+    refusals = [line for line in done.stderr.splitlines() if not line.startswith("tfunnel: config home")]
+    assert refusals == [f"tfunnel: refusing to listen on {host!r}: tfunnel serves HTTP on loopback only "
+                        "(an address in 127.0.0.0/8, ::1, or localhost) until authentication is configured"]
 
 
 async def test_sigterm_drains_then_cancels(home: Path) -> None:

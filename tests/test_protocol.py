@@ -74,6 +74,32 @@ def test_decode_parse_error(raw: bytes) -> None:
 
 
 @pytest.mark.parametrize(
+    ("raw", "strict_ok"),
+    [
+        pytest.param('{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":"\\ud800"}}', False,
+                     id="lone-surrogate-escape"),
+        pytest.param('{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":"\ud800"}}', False,
+                     id="raw-surrogate-in-str"),
+        pytest.param('{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":"\\ud83d\\ude00"}}', True,
+                     id="escaped-pair"),
+        pytest.param(b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":"\xed\xa0\x80"}}', False,
+                     id="raw-cesu-bytes"),
+        pytest.param(b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":"\xe2\x82\xac"}}', True,
+                     id="utf8-bytes"),
+    ],
+)
+def test_decode_strict_unicode(raw: bytes | str, strict_ok: bool) -> None:
+    """strict_unicode refuses lone surrogates (escaped, raw, CESU bytes) with -32700; the default does not."""
+    assert isinstance(jsonrpc.decode(raw), Request)
+    if strict_ok:
+        assert isinstance(jsonrpc.decode(raw, strict_unicode=True), Request)
+        return
+    with pytest.raises(MessageError) as info:
+        jsonrpc.decode(raw, strict_unicode=True)
+    assert info.value.code == PARSE_ERROR and info.value.id is None
+
+
+@pytest.mark.parametrize(
     ("obj", "code", "msg_id", "reply"),
     [
         pytest.param(5, INVALID_REQUEST, None, True, id="number"),

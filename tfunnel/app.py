@@ -207,13 +207,15 @@ async def run_http(gateway: Gateway, metrics: Metrics, host: str, port: int, gra
     # start (what a desktop client waits for) should not pay for importing it.
     import hypercorn.config
 
-    from tfunnel.serve.http import HttpApp, is_loopback_host
+    from tfunnel.serve.http import HttpApp
+    from tfunnel.serve.loopback import is_loopback_bind
     from tfunnel.serve.sdnotify import Notifier
     from tfunnel.serve.sessions import SessionStore
 
-    if not is_loopback_host(host):
+    if not is_loopback_bind(host):  # decided on the name as given: nothing is resolved
         raise BindRefused(f"refusing to listen on {host!r}: tfunnel serves HTTP on loopback only "
-                          "(127.0.0.1, ::1, localhost) until authentication is configured")
+                          "(an address in 127.0.0.0/8, ::1, or localhost) until authentication "
+                          "is configured")
     config = hypercorn.config.Config()
     config.bind = [f"[{host}]:{port}" if ":" in host else f"{host}:{port}"]
     config.graceful_timeout = grace_s

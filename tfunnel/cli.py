@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import json
+import math
 import os
 import sys
 from collections.abc import Sequence
@@ -58,6 +59,29 @@ def _global_options(parser: argparse.ArgumentParser, *, top: bool) -> None:
     parser.add_argument("--log-level", choices=logsetup.LEVELS, default="info" if top else default)
 
 
+def _port(text: str) -> int:
+    """`--port`: an integer 0..65535 (0 = any free port); else a usage error naming the range."""
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"must be an integer from 0 to 65535 (0 = any free port), "
+                                         f"got {text!r}")
+    return port
+
+
+def _grace(text: str) -> float:
+    """`--grace`: a finite number of seconds >= 0; else a usage error (nan and inf included)."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = -1.0
+    if not (math.isfinite(seconds) and seconds >= 0):
+        raise argparse.ArgumentTypeError(f"must be a finite number of seconds >= 0, got {text!r}")
+    return seconds
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="tfunnel", description="An MCP gateway: register tools behind "
                                 "four meta-tools, gated by policy hooks.")
@@ -78,10 +102,12 @@ def parser() -> argparse.ArgumentParser:
     for s in subs.values():
         _global_options(s, top=False)
     subs["serve"].add_argument("--http", action="store_true", help="serve Streamable HTTP instead of stdio")
-    subs["serve"].add_argument("--host", default="127.0.0.1", help="HTTP bind address (loopback only)")
-    subs["serve"].add_argument("--port", type=int, default=None,
+    subs["serve"].add_argument("--host", default="127.0.0.1",
+                               help="HTTP bind address: one in 127.0.0.0/8, ::1 or localhost "
+                               "(default 127.0.0.1)")
+    subs["serve"].add_argument("--port", type=_port, default=None,
                                help="HTTP port (default: httpPort of toolfunnel.json, 9998; 0 = any)")
-    subs["serve"].add_argument("--grace", type=float, default=10.0,
+    subs["serve"].add_argument("--grace", type=_grace, default=10.0,
                                help="seconds in-flight HTTP calls get to finish at SIGTERM (default 10)")
     subs["call"].add_argument("name", help="a tool id or name, or a meta-tool")
     subs["call"].add_argument("args", nargs="?", default="{}", help="arguments as a JSON object")

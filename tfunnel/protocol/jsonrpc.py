@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,12 +61,23 @@ def _valid_id(value: Any) -> bool:
 
 
 _DECODER = json.JSONDecoder()
+# A `\uD800`-`\uDFFF` escape: only text containing one can decode to a lone surrogate.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
-def decode(data: bytes | str) -> Message:
-    """Parse one serialized message; raise `MessageError` (-32700 / -32600 / -32602)."""
+def decode(data: bytes | str, *, strict_unicode: bool = False) -> Message:
+    """Parse one serialized message; raise `MessageError` (-32700 / -32600 / -32602).
+
+    With `strict_unicode` the text must be Unicode, as I-JSON (RFC 7493 §2.1) requires: bytes that
+    are not UTF-8 (raw surrogates, another encoding such as UTF-16) and strings holding a lone surrogate (a
+    `\\ud800` escape without its pair) are parse errors too. Without it both are let through (a
+    lone surrogate survives into the message and is escaped again on the way out)."""
     try:
-        if type(data) is bytes and data[:1] == b"{" and data[1:2] != b"\0":
+        if strict_unicode:
+            # A UTF-8 byte order mark is ignored, as RFC 8259 §8.1 allows a parser to.
+            text = data if isinstance(data, str) else data.decode("utf-8-sig")
+            obj = _DECODER.decode(text)
+        elif type(data) is bytes and data[:1] == b"{" and data[1:2] != b"\0":
             # What `json.loads` does with these bytes (its encoding detection says UTF-8 for
             # them), without the detection.
             obj = _DECODER.decode(data.decode("utf-8", "surrogatepass"))
@@ -75,7 +87,21 @@ def decode(data: bytes | str) -> Message:
         raise MessageError(PARSE_ERROR, f"Parse error: {exc}") from None
     except RecursionError:
         raise MessageError(PARSE_ERROR, "Parse error: nested too deeply") from None
+    # Valid UTF-8 holds no surrogates, so only an escape can make one; most bodies have none.
+    if strict_unicode and (isinstance(data, str) or _SURROGATE_ESCAPE.search(text)) \
+            and _lone_surrogate(obj):
+        raise MessageError(PARSE_ERROR, "Parse error: a string holds a lone surrogate (an unpaired "
+                           "\\ud800-\\udfff escape), which is not Unicode text")
     return parse(obj)
+
+
+def _lone_surrogate(obj: Any) -> bool:
+    """Whether any string in a decoded JSON value (keys included) holds a lone surrogate."""
+    try:
+        _COMPACT.encode(obj).encode()
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 def parse(obj: Any) -> Message:

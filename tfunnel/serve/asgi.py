@@ -135,6 +135,8 @@ def sse(message: dict[str, Any]) -> bytes:
 
 
 async def plain(send: Send, status: int, body: bytes) -> None:
+    """A text response: only the deliberate text bodies (`/livez`, `/readyz`) and empty
+    acknowledgements (202, 204); errors go out as `rpc_error`."""
     await send({"type": "http.response.start", "status": status,
                 "headers": [(b"content-type", b"text/plain; charset=utf-8")]})
     await send({"type": "http.response.body", "body": body})
@@ -142,24 +144,34 @@ async def plain(send: Send, status: int, body: bytes) -> None:
 
 async def json_response(send: Send, status: int, value: Any,
                         extra: list[tuple[bytes, bytes]] | None = None) -> None:
+    # Encoded before the response starts, and always encodable: a lone surrogate (say, in an
+    # upstream's result) is escaped rather than failing after a 200 went out with no body.
+    text = json.dumps(value, ensure_ascii=False)
+    try:
+        body = text.encode()
+    except UnicodeEncodeError:
+        body = json.dumps(value).encode()
     await send({"type": "http.response.start", "status": status, "headers": _JSON + (extra or [])})
-    await send({"type": "http.response.body", "body": json.dumps(value, ensure_ascii=False).encode()})
+    await send({"type": "http.response.body", "body": body})
 
 
 async def rpc_error(send: Send, status: int, request_id: jsonrpc.RequestId | None, code: int,
-                     message: str) -> None:
-    await json_response(send, status, jsonrpc.error_message(request_id, code, message))
+                     message: str, extra: list[tuple[bytes, bytes]] | None = None) -> None:
+    await json_response(send, status, jsonrpc.error_message(request_id, code, message), extra)
 
 
 async def read_message(receive: Receive, send: Send, cap: int) -> Message | None:
     """One JSON-RPC message from the request body; on a body over `cap` (413) or one that is not a
-    valid message (400 with its JSON-RPC error) the error is sent and None returned."""
+    valid message (400 with its JSON-RPC error; -32700 for text that is not UTF-8 or holds a lone
+    surrogate) the error is sent and None returned."""
     body = await read_body(receive, cap)
     if body is None:
         await rpc_error(send, 413, None, jsonrpc.INVALID_REQUEST, f"Request body exceeds the {cap}-byte cap")
         return None
     try:
-        return jsonrpc.decode(body)
+        # Strict: JSON over HTTP is UTF-8 (RFC 8259 §8.1), and a string that is not Unicode text
+        # could not be handed on to hooks, tools or upstreams as it came.
+        return jsonrpc.decode(body, strict_unicode=True)
     except MessageError as exc:
         await rpc_error(send, 400, exc.id, exc.code, exc.message)
         return None

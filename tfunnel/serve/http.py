@@ -2,9 +2,10 @@
 
 Routes: `POST/GET/DELETE /mcp` (Streamable HTTP, legacy sessions), `GET /health`, `/livez`,
 `/readyz`. Every request first passes the DNS-rebinding guard (`Host` must be a loopback name,
-421 otherwise) and the `Origin` check (present and not loopback → 403). Bodies are capped (413
-with a JSON-RPC error). A client that disconnects while its call runs cancels that call through
-the tree (hooks, tool process groups, upstream requests).
+421 otherwise) and the `Origin` check (present and not loopback → 403); `serve.loopback` says
+which names those are. Bodies are capped (413). Every error body is a JSON-RPC error object;
+only `/livez` and `/readyz` answer text. A client that disconnects while its call runs cancels
+that call through the tree (hooks, tool process groups, upstream requests).
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import time
 from typing import Any
-from urllib.parse import urlsplit
 
 import structlog
 import trio
@@ -44,6 +44,7 @@ from tfunnel.serve.asgi import (
     rpc_error,
     sse,
 )
+from tfunnel.serve.loopback import is_loopback_authority, is_loopback_origin
 from tfunnel.serve.metrics import Metrics
 from tfunnel.serve.sessions import HttpSession, SessionStore
 from tfunnel.serve.sse_legacy import LegacySse
@@ -58,26 +59,6 @@ REAP_EVERY_S = 60.0
 MAX_CONCURRENT_REQUESTS = 512
 # SSE comment lines keep proxies and clients from timing out an idle notification stream.
 KEEPALIVE_S = 15.0
-LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
-
-
-def is_loopback_host(host: str) -> bool:
-    """`Host`/bind names we serve: loopback only (until authentication exists)."""
-    name = host.strip().lower()
-    if name.startswith("["):
-        name = name[: name.find("]") + 1]
-    elif name.count(":") == 1:
-        name = name.split(":", 1)[0]
-    return name in LOOPBACK_HOSTS or name.startswith("127.")
-
-
-def _allowed_origin(origin: str) -> bool:
-    try:
-        parts = urlsplit(origin)
-    except ValueError:
-        return False
-    return parts.scheme in ("http", "https") and parts.hostname is not None and is_loopback_host(
-        parts.hostname if ":" not in parts.hostname else f"[{parts.hostname}]")
 
 
 def _single(name: str) -> bool:
@@ -115,15 +96,20 @@ class HttpApp:
                 await rpc_error(send, 400, None, HEADER_MISMATCH, f"Header mismatch: {name} is repeated")
                 return
             headers[name] = raw_value.decode("latin-1")
-        if not is_loopback_host(headers.get("host", "")):
-            await plain(send, 421, b"Misdirected Request: this gateway answers loopback hosts only")
+        if not is_loopback_authority(headers.get("host", "")):
+            await rpc_error(send, 421, None, jsonrpc.INVALID_REQUEST,
+                            "Misdirected Request: the Host header must name a loopback address "
+                            "(127.0.0.0/8, [::1]) or localhost, with an optional port")
             return
         origin = headers.get("origin")
-        if origin is not None and not _allowed_origin(origin):
-            await plain(send, 403, b"Forbidden: Origin not allowed")
+        if origin is not None and not is_loopback_origin(origin):
+            await rpc_error(send, 403, None, jsonrpc.INVALID_REQUEST,
+                            "Forbidden: Origin not allowed; only http(s) origins on a loopback address "
+                            "(127.0.0.0/8, [::1]) or localhost may call this gateway")
             return
         if self._active >= MAX_CONCURRENT_REQUESTS:
-            await plain(send, 503, b"Service Unavailable: too many concurrent requests")
+            await rpc_error(send, 503, None, jsonrpc.INTERNAL_ERROR,
+                            "Service Unavailable: too many concurrent requests")
             return
         self._active += 1
         try:
@@ -136,11 +122,13 @@ class HttpApp:
         if path == "/mcp":
             handler = {"POST": self._post, "GET": self._get, "DELETE": self._delete}.get(method)
             if handler is None:
-                await plain(send, 405, b"Method Not Allowed")
+                await rpc_error(send, 405, None, jsonrpc.INVALID_REQUEST,
+                                f"Method Not Allowed: /mcp takes POST, GET or DELETE, not {method}")
                 return
             await handler(headers, receive, send)
         elif path in ("/sse", "/messages", "/messages/") and not self.live.settings.serve_legacy:
-            await plain(send, 405, b"Method Not Allowed: this gateway serves modern MCP only")
+            await rpc_error(send, 405, None, jsonrpc.INVALID_REQUEST,
+                            "Method Not Allowed: this gateway serves modern MCP only")
         elif path == "/sse" and method == "GET":
             await self.legacy_sse.stream(receive, send)
         elif path in ("/messages", "/messages/") and method == "POST":
@@ -159,7 +147,7 @@ class HttpApp:
             ready = self.live.started.is_set() and not self.stopping.is_set()
             await plain(send, 200 if ready else 503, b"ready" if ready else b"not ready")
         else:
-            await plain(send, 404, b"Not Found")
+            await rpc_error(send, 404, None, jsonrpc.INVALID_REQUEST, f"Not Found: {method} {path}")
 
     # --- /mcp -----------------------------------------------------------------------------------
 
@@ -313,9 +301,8 @@ class HttpApp:
         """GET and DELETE exist only for legacy sessions: a modern client or a modern-only
         gateway gets 405 (PROTOCOL.md §3.6)."""
         if self._is_modern(headers, None):
-            await send({"type": "http.response.start", "status": 405,
-                        "headers": [(b"allow", b"POST"), (b"content-type", b"text/plain; charset=utf-8")]})
-            await send({"type": "http.response.body", "body": b"Method Not Allowed: modern MCP is POST only"})
+            await rpc_error(send, 405, None, jsonrpc.INVALID_REQUEST,
+                            "Method Not Allowed: modern MCP is POST only", [(b"allow", b"POST")])
             return True
         return False
 
@@ -323,7 +310,8 @@ class HttpApp:
         if await self._legacy_only(headers, send):
             return
         if "text/event-stream" not in headers.get("accept", ""):
-            await plain(send, 405, b"Method Not Allowed: GET needs Accept: text/event-stream")
+            await rpc_error(send, 405, None, jsonrpc.INVALID_REQUEST,
+                            "Method Not Allowed: GET needs Accept: text/event-stream")
             return
         session = await self._session(headers, send)
         if session is None:

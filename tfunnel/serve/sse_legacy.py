@@ -53,7 +53,7 @@ class LegacySse:
         """`GET /sse`: a new session whose answers and notifications all flow here."""
         session = self.sessions.create()
         if session is None:
-            await plain(send, 503, b"Too many sessions")
+            await rpc_error(send, 503, None, jsonrpc.INTERNAL_ERROR, "Too many sessions")
             return
         session_id = session.client.id
         queue, queued = trio.open_memory_channel[dict[str, Any]](_QUEUE)
