@@ -153,14 +153,21 @@ async def test_stdin_eof_lets_an_in_flight_call_finish(home: Path) -> None:
 
 
 async def test_hostile_input_never_kills_the_server(home: Path) -> None:
-    """Deeply nested JSON gets -32700; a lone-surrogate id is echoed (escaped); serving continues."""
+    """Deeply nested JSON, invalid UTF-8 and lone surrogates (in an id, in tool arguments) get
+    -32700, as over HTTP; nothing of them reaches a tool; serving continues."""
     async with gateway(home) as wire:
         await wire.initialize()
         await wire.send(b"[" * 100_000 + b"\n")
         reply = await wire.recv()
         assert reply["error"]["code"] == -32700 and reply["id"] is None
         await wire.send(b'{"jsonrpc": "2.0", "id": "\\ud800", "method": "ping"}\n')
-        echoed = await wire.recv()
-        assert echoed["id"] == "\ud800" and echoed["result"] == {}
-        ran = await wire.request(5, "tools/call", run_tool(5, "echo", {"t": "\ud800"})["params"])  # type: ignore[arg-type]
-        assert ran["result"]["structuredContent"]["args"] == {"t": "\ud800"}
+        refused = await wire.recv()
+        assert refused["error"]["code"] == -32700 and refused["id"] is None
+        await wire.send(b'{"jsonrpc": "2.0", "id": 4, "method": "ping", "params": {"x": "\xff"}}\n')
+        refused = await wire.recv()
+        assert refused["error"]["code"] == -32700 and refused["id"] is None
+        await wire.send(run_tool(5, "echo", {"t": "\ud800"}))
+        refused = await wire.recv()
+        assert refused["error"]["code"] == -32700 and refused["id"] is None
+        ran = await wire.request(6, "tools/call", run_tool(6, "echo", {"t": "\ud83d\ude00"})["params"])  # type: ignore[arg-type]
+        assert ran["result"]["structuredContent"]["args"] == {"t": "\U0001f600"}  # a pair is fine

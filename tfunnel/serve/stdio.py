@@ -89,7 +89,9 @@ class StdioServer:
                 f"Invalid Request: message exceeds the {self.max_message_bytes}-byte cap"))
             return
         try:
-            message = jsonrpc.decode(event)
+            # The same rule as HTTP bodies: text that is not Unicode (a lone surrogate included)
+            # is a parse error, never passed on to a hook or a tool.
+            message = jsonrpc.decode(event, strict_unicode=True)
         except MessageError as exc:
             log.warning("bad message", code=exc.code, error=exc.message)
             if exc.reply:
