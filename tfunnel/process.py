@@ -104,6 +104,8 @@ async def run_child(spec: ProcessSpec) -> ProcessOutcome:
         )
     except OSError as exc:
         raise ToolFailure(f"cannot start {spec.argv[0]!r}: {exc.strerror or exc}") from exc
+    except ValueError as exc:  # a NUL byte in the command line, cwd or environment
+        raise ToolFailure(f"cannot start {spec.argv[0]!r}: {exc}") from exc
     out, err = _Capped(spec.output_cap), _Capped(spec.output_cap)
     timed_out = False
     try:

@@ -37,21 +37,31 @@ def resolve_script(home: Path, path: str) -> Path:
     candidates = [raw] if raw.is_absolute() else [home / raw, scripts / raw, scripts / raw.name]
     outside: Path | None = None
     for candidate in candidates:
-        real = candidate.resolve()
-        if not real.is_relative_to(scripts):
-            outside = outside or real
-            continue
-        if real.is_file():
-            return real
+        try:
+            real = candidate.resolve()
+            if not real.is_relative_to(scripts):
+                outside = outside or real
+                continue
+            if real.is_file():
+                return real
+        except (OSError, ValueError) as exc:  # a NUL byte, a name too long, a loop, ...
+            raise ScriptNotRunnable(f"script {path!r} is not a usable path: {_reason(exc)}") from exc
     if outside is not None and raw.is_absolute():
         raise ScriptNotRunnable(f"script {path!r} resolves outside {SCRIPTS_DIR}/ ({outside})")
     raise ScriptNotRunnable(f"script {path!r} not found in {scripts}")
 
 
+def _reason(exc: OSError | ValueError) -> str:
+    return (exc.strerror or str(exc)) if isinstance(exc, OSError) else str(exc)
+
+
 def script_argv(script: Path) -> list[str]:
     """Interpreter by shebang, else by extension, else the file itself if executable."""
-    with open(script, "rb") as fh:
-        head = fh.read(_SHEBANG_READ)
+    try:
+        with open(script, "rb") as fh:
+            head = fh.read(_SHEBANG_READ)
+    except OSError as exc:
+        raise ScriptNotRunnable(f"script {script.name!r} cannot be read: {_reason(exc)}") from exc
     if head.startswith(b"#!"):
         line = head[2:].split(b"\n", 1)[0].decode("utf-8", "replace").strip()
         try:

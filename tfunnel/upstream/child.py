@@ -64,7 +64,11 @@ class StderrTail:
 
 
 async def spawn(upstream_id: str, argv: Sequence[str], cwd: Path, env: Mapping[str, str]) -> trio.Process:
-    if not await trio.Path(cwd).is_dir():
+    try:
+        is_dir = await trio.Path(cwd).is_dir()
+    except (OSError, ValueError):
+        is_dir = False
+    if not is_dir:
         raise SpawnFailed(f"upstream {upstream_id!r}: working directory {cwd} does not exist", permanent=True)
     try:
         return await trio.lowlevel.open_process(
@@ -78,6 +82,9 @@ async def spawn(upstream_id: str, argv: Sequence[str], cwd: Path, env: Mapping[s
     except OSError as exc:
         raise SpawnFailed(f"upstream {upstream_id!r}: cannot start {argv[0]!r}: {exc.strerror or exc}",
                           permanent=False) from exc
+    except ValueError as exc:  # a NUL byte in the command line, cwd or env: only an edit fixes it
+        raise SpawnFailed(f"upstream {upstream_id!r}: cannot start {argv[0]!r}: {exc}", permanent=True,
+                          final=True) from exc
 
 
 async def drain_stderr(proc: trio.Process, tail: StderrTail) -> None:
