@@ -48,6 +48,9 @@ async def test_valid_register_edit_applies_and_notifies(home: Path) -> None:
     register = json.loads(path.read_text())
     async with gateway(home) as wire:
         await wire.initialize()
+        # tools/list waits for startup to end: an edit before it needs no list_changed (no client
+        # has seen a list yet), so without this wait the test races the demo upstream's start.
+        await wire.request(0, "tools/list")
         register["tools"] = [t for t in register["tools"] if t["id"] != "uuid"]
         register["tools"].append({"id": "greet", "name": "Greet", "summary": "Says hello.",
                                   "invoke": {"type": "shell", "command": "echo hello from $TFUNNEL_HOME"}})
