@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import structlog
 
+from tfunnel.app import build, watched_files
 from tfunnel.audit import CONFIG_FILE, DEFAULT_PATH, DEFAULTS, AuditLog, load_log_config
 from tfunnel.manage.log_cmd import log_command
 
@@ -144,14 +145,36 @@ def test_relative_path_is_against_home_and_absolute_as_is(tmp_path: Path) -> Non
         assert [r["type"] for r in records(expected)] == ["config"]
 
 
-def test_reload_picks_up_a_changed_config(tmp_path: Path) -> None:
-    """`reload()` re-reads the file: off → on → malformed (off again, problems returned)."""
-    audit = AuditLog(tmp_path)
-    assert not audit.enabled
-    configure(tmp_path, {"enabled": True})
-    assert audit.reload() == [] and audit.enabled
-    configure(tmp_path, {"enabled": True, "backups": -2})
-    assert [p.field for p in audit.reload()] == ["backups"] and not audit.enabled
+def test_live_reload_never_switches_a_good_log_config_off(home: Path) -> None:
+    """In a gateway: off → on applies; malformed or deleted keeps the last good (on) with an error
+    naming the file; a valid file again applies and clears the error."""
+    gateway = build(home)
+    reload = watched_files(gateway)[home / CONFIG_FILE]
+    assert not gateway.audit.enabled
+    configure(home, {"enabled": True})
+    reload()
+    assert gateway.audit.enabled and gateway.live.errors == {}
+    for broken in ('{"enabled": true, "backups": -2}', '{"enabled": fa', ""):
+        configure(home, broken)
+        reload()
+        assert gateway.audit.enabled, broken
+        assert CONFIG_FILE in gateway.live.errors[CONFIG_FILE]
+    (home / CONFIG_FILE).unlink()
+    reload()
+    assert gateway.audit.enabled and "is missing" in gateway.live.errors[CONFIG_FILE]
+    configure(home, {"enabled": False})
+    reload()
+    assert not gateway.audit.enabled and gateway.live.errors == {}
+
+
+def test_a_broken_log_config_at_start_means_off_loudly(home: Path) -> None:
+    """At start a malformed log config does not refuse the gateway: the audit log is off and the
+    error (file, line, column) is kept for /health."""
+    configure(home, '{"enabled": true,\n "path": }')
+    gateway = build(home)
+    assert not gateway.audit.enabled
+    assert "logs/log.config.json: invalid JSON at line 2 column 10" in gateway.live.errors[CONFIG_FILE]
+    assert "the audit log is off" in gateway.live.errors[CONFIG_FILE]
 
 
 def _dir_path(tmp_path: Path) -> str:
@@ -177,7 +200,7 @@ def test_write_failure_warns_once_and_does_not_raise(tmp_path: Path, make: Any) 
     if make is _dir_path:  # a directory at the log path is never rotated away
         assert (tmp_path / "adir").is_dir() and not (tmp_path / "adir.1").exists()
     configure(tmp_path, {"enabled": True, "path": "ok.jsonl"})
-    audit.reload()
+    audit.apply(load_log_config(tmp_path)[0])
     audit.record("tool", name="c")
     assert [r["name"] for r in records(audit.path)] == ["c"]
 
@@ -223,7 +246,7 @@ def test_log_command_round_trip(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert log_command(tmp_path, "off") == 0
     assert capsys.readouterr().out == f"audit log: off ({log_path})\n"
     assert json.loads(cfg.read_text()) == {"maxBytes": 5000, "custom": {"keep": [1, 2]}, "enabled": False}
-    audit.reload()
+    audit.apply(load_log_config(tmp_path)[0])
     audit.record("tool", name="after-off")
     got = records(log_path)
     assert [(r["type"], r.get("change"), r.get("via")) for r in (got[0], got[-1])] == [

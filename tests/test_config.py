@@ -239,29 +239,45 @@ def test_register_toolfunnel_style_loads_unchanged(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("text", "entries", "passthrough", "problem_entries"),
+    ("text", "entries", "passthrough", "warned"),
     [
         pytest.param(None, {}, None, [], id="missing"),
-        pytest.param("{oops", {}, None, [None], id="invalid-json"),
-        pytest.param("[]", {}, None, [None], id="not-object"),
-        pytest.param('{"hash": {"hot": true, "note": "kept"}}', {"hash": Visibility(hot=True)}, None, [],
-                     id="unknown-field-ignored"),
-        pytest.param('{"echo": {"hot": "yes"}, "hash": {"enabled": false}}',
-                     {"hash": Visibility(enabled=False)}, None, ["'echo'"], id="non-bool-hot-dropped"),
-        pytest.param('{"echo": 5, "hash": {"hidden": true}}', {"hash": Visibility(hidden=True)}, None,
-                     ["'echo'"], id="entry-not-object-dropped"),
+        pytest.param("{}", {}, None, [], id="empty-document"),
+        pytest.param('{"hash": {"hot": true, "note": "kept"}}', {"hash": Visibility(hot=True)}, None,
+                     [("'hash'", "note")], id="unknown-field-warned"),
         pytest.param('{"passthrough": "up1"}', {}, "up1", [], id="passthrough-kept"),
         pytest.param('{"passthrough": null}', {}, None, [], id="passthrough-null"),
-        pytest.param('{"passthrough": 5}', {}, None, [None], id="passthrough-number"),
     ],
 )
 def test_load_state(tmp_path: Path, text: str | None, entries: dict[str, Visibility], passthrough: str | None,
-                    problem_entries: list[str | None]) -> None:
-    """load_state never raises: bad files or entries fall back to defaults plus a problem naming them."""
+                    warned: list[tuple[str, str]]) -> None:
+    """A valid (or missing) state file loads; an unknown entry field is a warning, not a problem."""
     if text is not None:
         put(tmp_path, STATE_FILE, text)
-    state, problems = load_state(tmp_path)
+    state, warnings = load_state(tmp_path)
     assert state == ToolState(entries=entries, passthrough=passthrough)
+    assert [(w.entry, w.field) for w in warnings] == warned
+    assert all(w.severity == "warning" for w in warnings)
+
+
+@pytest.mark.parametrize(
+    ("text", "problem_entries"),
+    [
+        pytest.param("{oops", [None], id="invalid-json"),
+        pytest.param("", [None], id="empty-file"),
+        pytest.param("[]", [None], id="not-object"),
+        pytest.param('{"echo": {"hot": "yes"}, "hash": {"enabled": false}}', ["'echo'"], id="non-bool-hot"),
+        pytest.param('{"echo": 5, "hash": {"hidden": true}}', ["'echo'"], id="entry-not-object"),
+        pytest.param('{"passthrough": 5}', [None], id="passthrough-number"),
+    ],
+)
+def test_malformed_state_is_refused(tmp_path: Path, text: str, problem_entries: list[str | None]) -> None:
+    """A malformed state file or entry is a ConfigError naming file and entry, never a silent default
+    (a dropped `"enabled": false` would re-enable a tool)."""
+    put(tmp_path, STATE_FILE, text)
+    with pytest.raises(ConfigError) as exc:
+        load_state(tmp_path)
+    problems = problems_of(exc)
     assert [p.entry for p in problems] == problem_entries
     assert all(p.file == STATE_FILE and (p.entry is None or p.entry in str(p)) for p in problems)
 
@@ -439,4 +455,4 @@ def test_check_reports_every_file(seeded: Path) -> None:
     put(seeded, STATE_FILE, {"echo": {"hot": 1}})
     put(seeded, REGISTER_FILE, register({"id": "a"}))
     assert [(p.file, p.field) for p in check_home(seeded)] == [
-        (SETTINGS_FILE, "httpPort"), (STATE_FILE, "hot"), (REGISTER_FILE, "name")]
+        (SETTINGS_FILE, "httpPort"), (REGISTER_FILE, "name"), (STATE_FILE, "hot")]

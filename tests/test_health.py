@@ -62,7 +62,8 @@ def test_http_status(status: Status, code: int) -> None:
 
 
 def test_health_document_field_for_field() -> None:
-    """A ready, a stopped and a disabled upstream plus config errors render exactly SPEC §8.2's shape."""
+    """A ready, a stopped and a disabled upstream plus config errors and warnings render exactly
+    SPEC §8.2's shape (with `config.warnings`)."""
     upstreams = [
         stats("time", "ready", era="legacy", protocol_version="2025-06-18", pid=4242, tools=2, restarts=1),
         stats("git", "stopped", restarts=5, last_error="exit status 1",
@@ -75,7 +76,8 @@ def test_health_document_field_for_field() -> None:
     document = health_document(
         status="degraded", server_name="tfunnel", server_version="0.1.0", uptime_s=12.345,
         protocol_versions=versions, upstreams=upstreams, config_errors=config_errors,
-        calls=CallCounts(total=7, errors=2, denied=1), sessions=3, listen_streams=1)
+        calls=CallCounts(total=7, errors=2, denied=1), sessions=3, listen_streams=1,
+        config_warnings=["toolfunnel.json: gate: field 'askFalback': is not a known field"])
     assert document == {
         "status": "degraded",
         "server": {"name": "tfunnel", "version": "0.1.0"},
@@ -91,7 +93,8 @@ def test_health_document_field_for_field() -> None:
         },
         "stopped": [{"id": "git", "reason": "5 restarts in 60s; last error: exit status 1"}],
         "config": {"errors": ["expose.json: upstreams.git.command: required",
-                              "hooks.json: PreToolUse[0].command: required"]},
+                              "hooks.json: PreToolUse[0].command: required"],
+                   "warnings": ["toolfunnel.json: gate: field 'askFalback': is not a known field"]},
         "calls": {"total": 7, "errors": 2, "denied": 1},
         "clients": {"sessions": 3, "listenStreams": 1},
     }
@@ -117,6 +120,6 @@ def test_empty_gateway_document() -> None:
     assert document["uptimeS"] == 0.0
     assert document["upstreams"] == {}
     assert document["stopped"] == []
-    assert document["config"] == {"errors": []}
+    assert document["config"] == {"errors": [], "warnings": []}
     assert document["calls"] == {"total": 0, "errors": 0, "denied": 0}
     assert document["clients"] == {"sessions": 0, "listenStreams": 0}

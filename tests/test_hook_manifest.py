@@ -96,17 +96,20 @@ def test_state_overlay_wins_over_the_manifest(tmp_path: Path, wrapped: bool) -> 
         "on-in-manifest": False, "off-in-manifest": True, "untouched": True}
 
 
-@pytest.mark.parametrize("text", ["{not json", "[true]", '"on"', '{"on-in-manifest": "no"}'],
-                         ids=["bad-json", "array", "string", "non-bool-value"])
-def test_malformed_overlay_is_empty_with_a_problem(tmp_path: Path, text: str) -> None:
-    """A malformed hooks.state.json reads as {} plus a problem naming the file; the manifest stands."""
+@pytest.mark.parametrize("text", ["{not json", "[true]", '"on"', '{"on-in-manifest": "no"}', ""],
+                         ids=["bad-json", "array", "string", "non-bool-value", "empty"])
+def test_malformed_overlay_refuses_instead_of_reading_as_empty(tmp_path: Path, text: str) -> None:
+    """A malformed hooks.state.json (a bad entry included) is a ConfigError naming the file, for the
+    overlay and for the manifest it applies to: never a silent `{}` that would switch hooks back."""
     (tmp_path / "hooks").mkdir()
     (tmp_path / STATE).write_text(text)
-    overlay, problems = load_hook_state(tmp_path)
-    assert overlay == {}
-    assert problems and all(p.file == STATE for p in problems)
-    manifest = load_rows(tmp_path, row(id="on-in-manifest", enabled=True))
-    assert manifest.hooks[0].enabled is True
+    with pytest.raises(ConfigError) as caught:
+        load_hook_state(tmp_path)
+    assert caught.value.problems and all(p.file == STATE for p in caught.value.problems)
+    write_manifest(tmp_path, {"version": 1, "hooks": [row(id="on-in-manifest", enabled=True)]})
+    with pytest.raises(ConfigError) as again:
+        load_manifest(tmp_path)
+    assert [p.file for p in again.value.problems] == [p.file for p in caught.value.problems]
 
 
 def test_id_less_row_gets_a_stable_synthesized_id(tmp_path: Path) -> None:
@@ -348,7 +351,7 @@ async def test_broken_manifest_edit_is_refused_and_old_hooks_keep_working(home: 
             row(id="no-hash", matcher="hash", command=EXIT2_DENY, enabled=False),
             row(id="broken", matcher="(unclosed", enabled=True)]})
         log = await wait_for_log(wire, "hook manifest reload refused", mark)
-        assert "hooks[1] (id 'broken')" in log and "field 'matcher'" in log
+        assert MANIFEST in log and "hooks[1] (id 'broken')" in log and "field 'matcher'" in log
         assert "not a valid regular expression" in log
         still = await run_tool(wire, 2, "hash", {"text": "a"})
         assert still.get("isError") is True and still["content"][0]["text"] == "exit-2 says no"

@@ -48,6 +48,9 @@ async def test_valid_register_edit_applies_and_notifies(home: Path) -> None:
     register = json.loads(path.read_text())
     async with gateway(home) as wire:
         await wire.initialize()
+        # tools/list waits for startup to end: an edit before it needs no list_changed (no client
+        # has seen a list yet), so without this wait the test races the demo upstream's start.
+        await wire.request(0, "tools/list")
         register["tools"] = [t for t in register["tools"] if t["id"] != "uuid"]
         register["tools"].append({"id": "greet", "name": "Greet", "summary": "Says hello.",
                                   "invoke": {"type": "shell", "command": "echo hello from $TFUNNEL_HOME"}})
@@ -70,15 +73,21 @@ async def test_list_changed_is_only_sent_after_initialized(home: Path) -> None:
         await wire.expect_silence(0.5)
 
 
-async def test_malformed_state_file_falls_back_to_defaults_with_a_warning(home: Path) -> None:
-    """A broken tools.state.json is logged loudly and every tool takes its defaults."""
+async def test_malformed_state_edit_keeps_the_last_good_state(home: Path) -> None:
+    """A broken tools.state.json edit is refused and logged; the last good visibility stays (no
+    list_changed), and a valid edit afterwards applies again."""
     (home / "tools" / "tools.state.json").write_text('{"hash": {"hot": true}}')
     async with gateway(home) as wire:
         await wire.initialize()
         tools = (await wire.request(1, "tools/list"))["result"]["tools"]
         assert [t["name"] for t in tools][-1] == "hash"
         (home / "tools" / "tools.state.json").write_text("{not json")
-        await next_notification(wire, "notifications/tools/list_changed")
-        await wait_for_log(wire, "tool state has problems")  # stderr may trail stdout a little
+        await wait_for_log(wire, "tool state reload refused")
+        assert "tools/tools.state.json: invalid JSON at line 1 column 2" in wire.stderr.decode()
         tools = (await wire.request(2, "tools/list"))["result"]["tools"]
-        assert len(tools) == 4
+        assert [t["name"] for t in tools][-1] == "hash"
+        await wire.expect_no_reply(0.5)  # a refused reload changes nothing: no list_changed
+        assert not any(m.get("method") == "notifications/tools/list_changed" for m in wire.stash)
+        (home / "tools" / "tools.state.json").write_text("{}")
+        await next_notification(wire, "notifications/tools/list_changed")
+        assert len((await wire.request(3, "tools/list"))["result"]["tools"]) == 4

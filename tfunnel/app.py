@@ -15,12 +15,13 @@ import trio
 
 from tfunnel.audit import CONFIG_FILE as LOG_CONFIG_FILE
 from tfunnel.audit import AuditLog
-from tfunnel.config.expose import EXPOSE_FILE, load_expose
+from tfunnel.config.expose import EXPOSE_FILE
 from tfunnel.config.home import child_environment
-from tfunnel.config.load import REGISTER_FILE, STATE_FILE, load_register, load_settings, load_state
+from tfunnel.config.load import REGISTER_FILE, STATE_FILE
 from tfunnel.config.watch import watch_files
 from tfunnel.gate.engine import HookEngine
-from tfunnel.gate.manifest import HOOK_STATE_FILE, MANIFEST_FILE, load_hook_state, load_manifest
+from tfunnel.gate.manifest import HOOK_STATE_FILE, MANIFEST_FILE
+from tfunnel.home_files import read_home
 from tfunnel.live import Live
 from tfunnel.observe import Observer
 from tfunnel.router import Router
@@ -56,18 +57,13 @@ class Gateway:
 
 
 def build(home: Path, environ: Mapping[str, str] | None = None, observer: Observer | None = None) -> Gateway:
-    """Load and validate the home and wire the components; raise `ConfigError` if invalid."""
-    settings = load_settings(home)
-    register = load_register(home)
-    hooks = load_manifest(home)
-    expose = load_expose(home)
-    state, problems = load_state(home)
-    problems += load_hook_state(home)[1]
-    audit = AuditLog(home)
-    problems += audit.problems
-    for problem in problems:
-        log.warning("config problem; using defaults for it", problem=str(problem))
-    live = Live(home, settings, register, state, hooks, expose)
+    """Load and validate the home and wire the components; raise `ConfigError` naming every
+    problem of every file that refuses a start (the same reading `tfunnel check` reports)."""
+    start = read_home(home)
+    start.refuse_start()
+    live = Live(home, start)  # logs the warnings, and a broken log config (the audit log is off)
+    settings = live.settings
+    audit = AuditLog(home, live.log_config)
     env = child_environment(home, environ)
     supervisor = Supervisor(Context(home, env, settings.limits,
                                     Identity(settings.client_name, settings.client_version),
@@ -98,12 +94,20 @@ def watched_files(gateway: Gateway) -> dict[Path, Callable[[], object]]:
             gateway.supervisor.reconfigure(expose)
         return expose
 
+    def reload_log_config() -> object:
+        config = live.reload_log_config()
+        if config is not None:
+            audit.apply(config)
+        return config
+
+    # Each callback re-reads its file by the one rule (`LiveFiles.reread`): the watcher also calls
+    # it when the file is removed, and SIGHUP calls all of them.
     return {
         live.home / REGISTER_FILE: changed(REGISTER_FILE, live.reload_register),
         live.home / STATE_FILE: changed(STATE_FILE, live.reload_state),
-        live.home / MANIFEST_FILE: changed(MANIFEST_FILE, live.reload_hooks),
-        live.home / HOOK_STATE_FILE: changed(HOOK_STATE_FILE, live.reload_hooks),
-        live.home / LOG_CONFIG_FILE: changed(LOG_CONFIG_FILE, audit.reload),
+        live.home / MANIFEST_FILE: changed(MANIFEST_FILE, live.reload_hook_manifest),
+        live.home / HOOK_STATE_FILE: changed(HOOK_STATE_FILE, live.reload_hook_state),
+        live.home / LOG_CONFIG_FILE: changed(LOG_CONFIG_FILE, reload_log_config),
         live.home / EXPOSE_FILE: changed(EXPOSE_FILE, reload_expose),
     }
 

@@ -5,9 +5,12 @@ Configured by `logs/log.config.json` (all fields optional)::
     {"enabled": false, "path": "logs/toolfunnel.log.jsonl", "maxBytes": 10485760, "backups": 3,
      "logArgs": false}
 
-A relative `path` is taken against the home. A missing file means off; a malformed one (bad JSON, a
-wrong-typed field) also means off, and the problems (`ConfigProblem`, naming the file and field) are
-returned by `reload()` for a loud warning and for `tfunnel check`.
+A relative `path` is taken against the home. A missing file means off. At start a malformed one (bad
+JSON, a wrong-typed field) also means off, loudly (SPEC §2: "on error: disabled"; `/health` shows the
+error), and its problems (`ConfigProblem`, naming file and field) go to `tfunnel check`. While running,
+a file that breaks never switches the log off: the gateway re-reads it through `config.files.LiveFiles`
+(`LOG_CONFIG`), which keeps the last good config in force, and hands a valid new one to `apply`.
+An unknown field is a warning.
 
 Every record is `{"ts": "<UTC, ISO-8601, milliseconds>Z", "type": <kind>, ...fields}` on one line.
 Records the gateway writes (SPEC §11):
@@ -37,7 +40,8 @@ from typing import Any
 import structlog
 from structlog.typing import EventDict, Processor, WrappedLogger
 
-from tfunnel.config.validate import Fields, read_json
+from tfunnel.config.files import ConfigFile, read_config
+from tfunnel.config.validate import Fields
 from tfunnel.errors import ConfigProblem
 
 log = structlog.get_logger("tfunnel.audit")
@@ -65,37 +69,35 @@ class LogConfig:
 
 
 def load_log_config(home: Path) -> tuple[LogConfig, list[ConfigProblem], dict[str, Any]]:
-    """Read `logs/log.config.json`: (config, problems, raw object). Any problem → disabled.
+    """Read `logs/log.config.json` as a start does: (config, problems, raw object). Any problem → off.
 
-    The raw object is `{}` when the file is missing or unreadable; it carries unknown keys verbatim
-    for a caller that rewrites the file.
+    The raw object is `{}` when the file is missing or not a JSON object; it carries unknown keys
+    verbatim for a caller that rewrites the file.
     """
-    problems: list[ConfigProblem] = []
-    f = Fields(CONFIG_FILE, problems)
-    raw: dict[str, Any] = {}
-    path = home / CONFIG_FILE
-    if path.exists():
-        try:
-            parsed = read_json(path, CONFIG_FILE)
-        except ValueError as exc:
-            f.problem(str(exc))
-        else:
-            if isinstance(parsed, dict):
-                raw = parsed
-            else:
-                f.problem("must contain a JSON object at the top level")
+    reading = read_config(home, LOG_CONFIG)
+    raw = reading.document if isinstance(reading.document, dict) else {}
+    return reading.start_value(), list(reading.problems), raw
+
+
+def _off(home: Path) -> LogConfig:
+    return LogConfig(False, home / DEFAULT_PATH, DEFAULTS["maxBytes"], DEFAULTS["backups"], False)
+
+
+def _log_config(home: Path, raw: dict[str, Any], f: Fields) -> LogConfig:
+    f.known(raw, None, tuple(DEFAULTS))
     enabled = f.boolean(raw, "enabled")
     log_path = Path(f.string(raw, "path", non_empty=True, default=DEFAULT_PATH))
-    config = LogConfig(
-        enabled=bool(enabled) and not problems,
+    return LogConfig(
+        enabled=bool(enabled),
         path=log_path if log_path.is_absolute() else home / log_path,
         max_bytes=f.integer(raw, "maxBytes", None, 1, MAX_BYTES_LIMIT, DEFAULTS["maxBytes"]),
         backups=f.integer(raw, "backups", None, 0, MAX_BACKUPS, DEFAULTS["backups"]),
         log_args=bool(f.boolean(raw, "logArgs")),
     )
-    if problems:  # problems found after `enabled` was read still switch the log off
-        config = LogConfig(False, config.path, config.max_bytes, config.backups, config.log_args)
-    return config, problems, raw
+
+
+LOG_CONFIG: ConfigFile[LogConfig] = ConfigFile(CONFIG_FILE, "log config", _log_config, absent=_off,
+                                               start_fallback="the audit log is off until it is fixed")
 
 
 def _timestamp(_logger: WrappedLogger, _method: str, event: EventDict) -> EventDict:
@@ -119,21 +121,23 @@ def render(kind: str, fields: dict[str, Any]) -> str:
 
 
 class AuditLog:
-    """The home's audit log. Cheap to `reload()`; `record()` is a synchronous small append."""
+    """The home's audit log. `record()` is a synchronous small append."""
 
     config: LogConfig
-    problems: list[ConfigProblem]  # of the last (re)load; empty when the config is valid or missing
+    problems: list[ConfigProblem]  # of the start read; empty when the config is valid or missing
 
-    def __init__(self, home: Path) -> None:
+    def __init__(self, home: Path, config: LogConfig | None = None) -> None:
+        """Use `config`, or read `logs/log.config.json` as a start does (a broken file → off)."""
         self.home = home
-        self._failing = False
-        self.reload()
+        self.problems = []
+        if config is None:
+            config, self.problems, _raw = load_log_config(home)
+        self.apply(config)
 
-    def reload(self) -> list[ConfigProblem]:
-        """Re-read `logs/log.config.json`; return its problems (any problem → the log is off)."""
-        self.config, self.problems, _raw = load_log_config(self.home)
+    def apply(self, config: LogConfig) -> None:
+        """Switch to a new (validated) config: the gateway's live reload calls this."""
+        self.config = config
         self._failing = False
-        return self.problems
 
     @property
     def enabled(self) -> bool:

@@ -214,11 +214,12 @@ def _leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
 
 
 def _check(home: ResolvedHome) -> int:
-    problems = check_home(home.path)
-    for problem in problems:
-        print(problem)
-    if problems:
-        print(f"{len(problems)} problem(s) in {home.path}")
+    found = check_home(home.path)
+    warnings = sum(1 for p in found if p.severity == "warning")
+    for problem in found:
+        print(f"warning: {problem}" if problem.severity == "warning" else problem)
+    if found:  # a warning fails the check too (SPEC §2): an unknown field is usually a typo
+        print(f"{len(found) - warnings} problem(s) and {warnings} warning(s) in {home.path}")
         return 1
     print(f"ok: {home.path}")
     return 0

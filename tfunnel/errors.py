@@ -9,7 +9,9 @@ message and exit status 1.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
+
+Severity = Literal["error", "warning"]
 
 
 class TfunnelError(Exception):
@@ -18,12 +20,16 @@ class TfunnelError(Exception):
 
 @dataclass(frozen=True)
 class ConfigProblem:
-    """One problem in one config file, naming the entry (id or index) and the field."""
+    """One problem in one config file, naming the entry (id or index) and the field.
+
+    An `error` makes the file unusable (start refused, reload refused); a `warning` (an unknown
+    field) is reported by `tfunnel check`, the serve log and `/health`, and the file still loads."""
 
     file: str
     message: str
     entry: str | None = None
     field: str | None = None
+    severity: Severity = "error"
 
     def __str__(self) -> str:
         where = self.file

@@ -1,27 +1,32 @@
 """The live configuration: the current good config, swapped whole on a valid reload.
 
-A bad edit never replaces a good config: the last good one stays, the error is logged and
-kept in `errors` (for `/health`).
+Every `reload_*` re-reads one file through `LiveFiles.reread` (`config.files`), the one rule: a
+valid file replaces the version in force; a missing, unreadable or malformed one never does (the
+last good version stays, the error is logged and kept in `errors` for `/health`). The hook manifest
+and its overlay are separate files with separate last good versions, combined in `hooks`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import structlog
 import trio
 
-from tfunnel.config.expose import EXPOSE_FILE, ExposeConfig, load_expose
-from tfunnel.config.load import REGISTER_FILE, STATE_FILE, load_register, load_state
-from tfunnel.config.model import Register, Settings, ToolState
-from tfunnel.errors import ConfigError
-from tfunnel.gate.manifest import MANIFEST_FILE, HookManifest, load_manifest
+from tfunnel.audit import LOG_CONFIG, LogConfig
+from tfunnel.config.expose import EXPOSE, ExposeConfig
+from tfunnel.config.files import ConfigFile, LiveFiles
+from tfunnel.config.load import REGISTER, SETTINGS, STATE
+from tfunnel.config.model import Register, ToolState
+from tfunnel.gate.manifest import HOOK_STATE, MANIFEST, HookManifest, with_overlay
+from tfunnel.home_files import HomeReading
 from tfunnel.surface.catalog import Catalog
 from tfunnel.surface.upstream_tools import assemble
 
 ReadyTools = Callable[[], Mapping[str, Sequence[Mapping[str, Any]]]]
+T = TypeVar("T")
 
 log = structlog.get_logger("tfunnel.config")
 
@@ -46,20 +51,33 @@ class Changes:
 
 
 class Live:
-    def __init__(self, home: Path, settings: Settings, register: Register, state: ToolState,
-                 hooks: HookManifest, expose: ExposeConfig) -> None:
+    def __init__(self, home: Path, start: HomeReading) -> None:
+        """The config a start read (`start.refuse_start()` already passed); logs its warnings."""
         self.home = home
-        self.settings = settings
-        self.register = register
-        self.state = state
-        self.hooks = hooks
-        self.expose = expose
+        self.files = LiveFiles(home, start.readings)
+        self.settings = start.value(SETTINGS)
+        self.register = start.value(REGISTER)
+        self.state = start.value(STATE)
+        self._manifest = start.value(MANIFEST)
+        self._overlay = start.value(HOOK_STATE)
+        self.hooks = with_overlay(self._manifest, self._overlay)
+        self.expose = start.value(EXPOSE)
+        self.log_config = start.value(LOG_CONFIG)
         self.ready_tools: ReadyTools = dict
-        self.catalog = Catalog(register, state)
+        self.catalog = Catalog(self.register, self.state)
         self.tools_changed = Changes()
-        self.errors: dict[str, str] = {}
         # Set once every upstream connected or failed its first attempt (or the deadline passed).
         self.started = trio.Event()
+
+    @property
+    def errors(self) -> dict[str, str]:
+        """Refused or broken files → why (what `/health` lists; any makes it `degraded`)."""
+        return self.files.errors
+
+    @property
+    def warnings(self) -> list[str]:
+        """The warnings of the files in force, sorted by file (`/health` `config.warnings`)."""
+        return [str(w) for w in self.files.warnings()]
 
     def _swap(self) -> None:
         local = Catalog(self.register, self.state)
@@ -72,61 +90,59 @@ class Live:
         """An upstream came up, went down or re-listed its tools."""
         self._swap()
 
+    def _reload(self, spec: ConfigFile[T], current: T, apply: Callable[[T], None]) -> T | None:
+        """Re-read `spec` by the one rule; call `apply` when a valid version differs from `current`."""
+        new = self.files.reread(spec)
+        if new is not None and new != current:
+            apply(new)
+        return new
+
     def reload_expose(self) -> ExposeConfig | None:
         """The new `mcp/expose.json` if valid (for the supervisor), else None (current kept)."""
-        try:
-            expose = load_expose(self.home)
-        except ConfigError as exc:
-            self.errors[EXPOSE_FILE] = str(exc)
-            log.error("expose.json reload refused; keeping the current upstreams", error=str(exc))
-            return None
-        self.errors.pop(EXPOSE_FILE, None)
-        if expose != self.expose:
+        def apply(expose: ExposeConfig) -> None:
             self.expose = expose
             log.info("expose.json reloaded", upstreams=len(expose.upstreams))
             self._swap()
-        return expose
+        return self._reload(EXPOSE, self.expose, apply)
 
     def reload_register(self) -> bool:
-        try:
-            register = load_register(self.home)
-        except ConfigError as exc:
-            self.errors[REGISTER_FILE] = str(exc)
-            log.error("register reload refused; keeping the last good register", error=str(exc))
-            return False
-        self.errors.pop(REGISTER_FILE, None)
-        if register == self.register:
-            return True
-        self.register = register
-        log.info("register reloaded", tools=len(register.tools))
-        self._swap()
-        return True
+        def apply(register: Register) -> None:
+            self.register = register
+            log.info("register reloaded", tools=len(register.tools))
+            self._swap()
+        return self._reload(REGISTER, self.register, apply) is not None
 
     def reload_state(self) -> bool:
-        state, problems = load_state(self.home)
-        if problems:
-            text = "; ".join(str(p) for p in problems)
-            self.errors[STATE_FILE] = text
-            log.warning("tool state has problems; those entries use defaults", error=text)
-        else:
-            self.errors.pop(STATE_FILE, None)
-        if state == self.state:
-            return not problems
-        self.state = state
-        log.info("tool state reloaded", entries=len(state.entries))
-        self._swap()
-        return not problems
+        def apply(state: ToolState) -> None:
+            self.state = state
+            log.info("tool state reloaded", entries=len(state.entries))
+            self._swap()
+        return self._reload(STATE, self.state, apply) is not None
 
-    def reload_hooks(self) -> bool:
-        """Swap in a re-read manifest (with its overlay); a bad one keeps the current hooks."""
-        try:
-            hooks = load_manifest(self.home)
-        except ConfigError as exc:
-            self.errors[MANIFEST_FILE] = str(exc)
-            log.error("hook manifest reload refused; keeping the current hooks", error=str(exc))
-            return False
-        self.errors.pop(MANIFEST_FILE, None)
+    def reload_hook_manifest(self) -> bool:
+        """A valid manifest replaces the hooks (the overlay still applies); a bad one keeps them."""
+        def apply(manifest: HookManifest) -> None:
+            self._manifest = manifest
+            self._hooks_changed()
+        return self._reload(MANIFEST, self._manifest, apply) is not None
+
+    def reload_hook_state(self) -> bool:
+        """A valid overlay replaces the last one; a bad or deleted one keeps it (and its switches)."""
+        def apply(overlay: dict[str, bool]) -> None:
+            self._overlay = overlay
+            self._hooks_changed()
+        return self._reload(HOOK_STATE, self._overlay, apply) is not None
+
+    def _hooks_changed(self) -> None:
+        hooks = with_overlay(self._manifest, self._overlay)
         if hooks != self.hooks:
             self.hooks = hooks
             log.info("hooks reloaded", enabled=sum(1 for h in hooks.hooks if h.enabled))
-        return True
+
+    def reload_log_config(self) -> LogConfig | None:
+        """The new `logs/log.config.json` if valid (for the audit log), else None: a file that
+        breaks while running never switches the audit log off."""
+        def apply(config: LogConfig) -> None:
+            self.log_config = config
+            log.info("log config reloaded", enabled=config.enabled)
+        return self._reload(LOG_CONFIG, self.log_config, apply)

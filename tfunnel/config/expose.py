@@ -7,9 +7,10 @@
 `load_expose` (and `parse_expose`, for a document already in memory) raise `ConfigError` carrying
 every problem, each naming the file, the entry (`upstreams[2] (id 'git')`,
 `expose[0] ('time', 'get_current_time')`) and the field. A missing file is an empty config.
-Unknown fields (ToolFunnel's top-level `_README`, notes on rows) are accepted and ignored here;
-writers keep them verbatim. A ToolFunnel `expose.json` loads unchanged: optional strings may be
-`null`, and an empty `"as"` means the default name, as ToolFunnel wrote them.
+An unknown field is a warning naming the nearest known one (`EXPOSE` reading, `tfunnel check`);
+keys starting with `_` are comments (ToolFunnel's top-level `_README`), never unknown. Writers keep
+every field verbatim. A ToolFunnel `expose.json` loads unchanged: optional strings may be `null`, and
+an empty `"as"` means the default name, as ToolFunnel wrote them.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from pathlib import Path
 from typing import Any, Literal, cast
 from urllib.parse import urlsplit
 
-from tfunnel.config.validate import Fields, _show, read_json
+from tfunnel.config.files import ConfigFile, load
+from tfunnel.config.validate import Fields, _show
 from tfunnel.errors import ConfigError, ConfigProblem
 
 EXPOSE_FILE = "mcp/expose.json"
@@ -35,6 +37,13 @@ TOOL_NAME = re.compile(r"[A-Za-z0-9_.-]{1,128}")
 MAX_TIMEOUT_MS = 2**31 - 1  # ~24.8 days: beyond this a "timeout" is a typo, not a policy
 
 Transport = Literal["stdio", "http", "websocket"]
+
+EXPOSE_KEYS = ("version", "upstreams", "expose")
+UPSTREAM_KEYS = ("id", "transport", "command", "args", "env", "cwd", "url", "headers", "enabled",
+                 "description", "timeoutMs", "requestTimeoutMs", "legacyPin", "modernOnly",
+                 "allowOutsidePaths", "allowCodeLoadingEnv", "strictApproval", "restart", "reconnectAt")
+RESTART_KEYS = ("maxRestarts", "windowS", "permanentFailureS", "initialBackoffS", "maxBackoffS")
+EXPOSE_ENTRY_KEYS = ("upstream", "tool", "as", "category", "enabled")
 
 
 @dataclass(frozen=True)
@@ -115,14 +124,7 @@ def empty_document() -> dict[str, Any]:
 
 def load_expose(home: Path) -> ExposeConfig:
     """`mcp/expose.json` of `home`; missing -> empty config; raises `ConfigError` with every problem."""
-    path = home / EXPOSE_FILE
-    if not path.exists():
-        return ExposeConfig()
-    try:
-        raw = read_json(path, EXPOSE_FILE)
-    except ValueError as exc:
-        raise ConfigError([ConfigProblem(EXPOSE_FILE, str(exc))]) from exc
-    return parse_expose(raw)
+    return load(home, EXPOSE)
 
 
 def parse_expose(raw: Any) -> ExposeConfig:
@@ -132,6 +134,14 @@ def parse_expose(raw: Any) -> ExposeConfig:
     if not isinstance(raw, dict):
         f.problem("must contain a JSON object at the top level")
         raise ConfigError(problems)
+    config = _parse(Path(), raw, f)
+    if problems:
+        raise ConfigError(problems)
+    return config
+
+
+def _parse(home: Path, raw: dict[str, Any], f: Fields) -> ExposeConfig:
+    f.known(raw, None, EXPOSE_KEYS)
     version = raw.get("version", 1)
     if isinstance(version, bool) or not isinstance(version, int | float):
         f.problem(f"must be a number, got {_show(version)}", None, "version")
@@ -168,9 +178,11 @@ def parse_expose(raw: Any) -> ExposeConfig:
         seen_keys.setdefault(key, index)
         seen_names.setdefault(entry.as_name, index)
         entries.append(entry)
-    if problems:
-        raise ConfigError(problems)
     return ExposeConfig(version=version, upstreams=tuple(upstreams), expose=tuple(entries))
+
+
+EXPOSE: ConfigFile[ExposeConfig] = ConfigFile(EXPOSE_FILE, "expose.json", _parse,
+                                              absent=lambda home: ExposeConfig())
 
 
 def _upstream(row: Any, index: int, f: Fields) -> UpstreamSpec | None:
@@ -182,9 +194,10 @@ def _upstream(row: Any, index: int, f: Fields) -> UpstreamSpec | None:
     upstream_id = f.string(row, "id", label, required=True, non_empty=True)
     if upstream_id:
         label = f"upstreams[{index}] (id {upstream_id!r})"
-        if not UPSTREAM_ID.fullmatch(upstream_id):
-            f.problem("must start with a letter or digit and use only letters, digits, '_', '.' and '-' "
-                      f"(it becomes part of tool names); got {_show(upstream_id)}", label, "id")
+    f.known(row, label, UPSTREAM_KEYS)
+    if upstream_id and not UPSTREAM_ID.fullmatch(upstream_id):
+        f.problem("must start with a letter or digit and use only letters, digits, '_', '.' and '-' "
+                  f"(it becomes part of tool names); got {_show(upstream_id)}", label, "id")
     transport_ok = row.get("transport", "stdio") in TRANSPORTS
     transport = f.choice(row, "transport", label, TRANSPORTS, "stdio")
     if transport == "stdio" and transport_ok and "command" not in row:
@@ -274,6 +287,7 @@ def _string_map(
 
 def _restart(row: Mapping[str, Any], label: str, f: Fields) -> RestartPolicy:
     raw = f.mapping(row, "restart", label)
+    f.known(raw, label, RESTART_KEYS, prefix="restart.")
     d = RestartPolicy()
 
     def number(key: str, default: float) -> float:
@@ -313,6 +327,7 @@ def _expose_entry(item: Any, index: int, declared: list[str], f: Fields) -> Expo
         f.problem(f"must be an object, got {_show(item)}", label)
         return None
     before = len(f.problems)
+    f.known(item, label, EXPOSE_ENTRY_KEYS)
     upstream = f.string(item, "upstream", label, required=True, non_empty=True)
     if upstream and upstream not in declared:
         known = ", ".join(repr(u) for u in declared) or "none"

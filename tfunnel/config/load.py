@@ -1,7 +1,13 @@
 """Read and validate the files of a config home into `config.model` values.
 
-`load_settings` and `load_register` raise `ConfigError` carrying every problem they found;
-`load_state` never raises (a broken overlay falls back to defaults) and returns its warnings.
+`SETTINGS`, `REGISTER` and `STATE` describe the files for `config.files` (the one reading rule).
+`load_settings`, `load_register` and `load_state` raise `ConfigError` carrying every problem they
+found; a missing `toolfunnel.json` or state file means defaults, a missing register is an error.
+`load_state` also returns the file's warnings (unknown fields).
+
+Known fields, per object (anything else is a warning naming the nearest known field; keys starting
+with `_` are comments). Known but ignored, for ToolFunnel homes: `path` and `covers` on register
+entries (older ToolFunnel registers carried them; its drift check read them).
 """
 
 from __future__ import annotations
@@ -9,6 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from tfunnel.config.files import ConfigFile, load, read_config
 from tfunnel.config.model import (
     META_TOOL_NAMES,
     RESERVED_STATE_KEYS,
@@ -22,28 +29,38 @@ from tfunnel.config.model import (
     Visibility,
 )
 from tfunnel.config.schema import schema_problem
-from tfunnel.config.validate import Fields, read_json
-from tfunnel.errors import ConfigError, ConfigProblem
+from tfunnel.config.validate import Fields
+from tfunnel.errors import ConfigProblem
 
 SETTINGS_FILE = "toolfunnel.json"
 REGISTER_FILE = "tools/tools.register.json"
 STATE_FILE = "tools/tools.state.json"
 SCRIPTS_DIR = "tools/scripts"
 
+SETTINGS_KEYS = ("serverName", "serverVersion", "clientName", "clientVersion", "httpPort", "uiPort",
+                 "serveLegacy", "requires", "gate", "limits")
+GATE_KEYS = ("askFallback",)
+LIMITS_KEYS = ("maxMessageBytes", "toolTimeoutS", "toolOutputBytes", "shutdownGraceS")
+REQUIRES_KEYS = ("command", "versionArg", "min", "why")
+REGISTER_KEYS = ("version", "description", "tools")
+ENTRY_KEYS = ("id", "name", "summary", "category", "instructions", "inputSchema", "mode", "invoke",
+              "timeoutS", "path", "covers")
+INVOKE_KEYS = ("type", "path", "command")
+VISIBILITY_KEYS = ("enabled", "hidden", "hot")
+
 
 def load_settings(home: Path) -> Settings:
     """`toolfunnel.json`; a missing file means every default."""
-    path = home / SETTINGS_FILE
-    if not path.exists():
-        return Settings()
-    problems: list[ConfigProblem] = []
-    f = Fields(SETTINGS_FILE, problems)
-    raw = _read_object(path, f)
-    if raw is None:
-        raise ConfigError(problems)
+    return load(home, SETTINGS)
+
+
+def _settings(home: Path, raw: dict[str, Any], f: Fields) -> Settings:
+    f.known(raw, None, SETTINGS_KEYS)
     defaults, lim = Settings(), Limits()
     gate_raw = f.mapping(raw, "gate")
     limits_raw = f.mapping(raw, "limits")
+    f.known(gate_raw, "gate", GATE_KEYS)
+    f.known(limits_raw, "limits", LIMITS_KEYS)
     limits = Limits(
         max_message_bytes=f.integer(limits_raw, "maxMessageBytes", "limits", 1024, 1 << 30,
                                     lim.max_message_bytes),
@@ -58,6 +75,9 @@ def load_settings(home: Path) -> Settings:
     )
     ask = f.choice(gate_raw, "askFallback", "gate", ("deny", "allow"), "deny")
     requires = f.array(raw, "requires", "requirement objects")
+    for index, requirement in enumerate(requires):
+        if isinstance(requirement, dict):
+            f.known(requirement, f"requires[{index}]", REQUIRES_KEYS)
     serve_legacy = f.boolean(raw, "serveLegacy")
     settings = Settings(
         server_name=f.string(raw, "serverName", non_empty=True, default=defaults.server_name),
@@ -72,22 +92,16 @@ def load_settings(home: Path) -> Settings:
         limits=limits,
         raw=raw,
     )
-    if problems:
-        raise ConfigError(problems)
     return settings
 
 
 def load_register(home: Path) -> Register:
     """`tools/tools.register.json`: `{version, description, tools:[entry]}`, validated whole."""
-    path = home / REGISTER_FILE
-    problems: list[ConfigProblem] = []
-    f = Fields(REGISTER_FILE, problems)
-    if not path.exists():
-        f.problem("is missing (an empty register is {\"version\": 1, \"tools\": []})")
-        raise ConfigError(problems)
-    raw = _read_object(path, f)
-    if raw is None:
-        raise ConfigError(problems)
+    return load(home, REGISTER)
+
+
+def _register(home: Path, raw: dict[str, Any], f: Fields) -> Register:
+    f.known(raw, None, REGISTER_KEYS)
     version = raw.get("version", 1)
     if isinstance(version, bool) or not isinstance(version, int | float):
         f.problem(f"must be a number, got {version!r}", None, "version")
@@ -106,8 +120,6 @@ def load_register(home: Path) -> Register:
             f.problem("is a reserved name", label, "id")
         seen.add(entry.id)
         tools.append(entry)
-    if problems:
-        raise ConfigError(problems)
     return Register(version=version if isinstance(version, int | float) else 1,
                     description=description, tools=tuple(tools))
 
@@ -121,6 +133,7 @@ def _tool_entry(item: Any, index: int, f: Fields) -> ToolEntry | None:
     tool_id = f.string(item, "id", label, required=True, non_empty=True)
     if tool_id:
         label = f"tools[{index}] (id {tool_id!r})"
+    f.known(item, label, ENTRY_KEYS)
     name = f.string(item, "name", label, required=True, non_empty=True)
     summary = f.string(item, "summary", label)
     category = f.string(item, "category", label)
@@ -172,6 +185,7 @@ def _invoke(item: dict[str, Any], label: str, f: Fields) -> Invoke | None:
         f.problem('must be {"type": "script", "path": ...} or {"type": "shell", "command": ...}',
                   label, "invoke")
         return None
+    f.known(raw, label, INVOKE_KEYS, prefix="invoke.")
     kind = f.choice(raw, "type", label, ("script", "shell"), "", field="invoke.type")
     if kind == "script":
         return Invoke("script", f.string(raw, "path", label, required=True, non_empty=True,
@@ -185,15 +199,13 @@ def _invoke(item: dict[str, Any], label: str, f: Fields) -> Invoke | None:
 
 
 def load_state(home: Path) -> tuple[ToolState, list[ConfigProblem]]:
-    """`tools/tools.state.json`: missing → defaults; a malformed file or entry → defaults + warning."""
-    path = home / STATE_FILE
-    problems: list[ConfigProblem] = []
-    if not path.exists():
-        return ToolState(), problems
-    f = Fields(STATE_FILE, problems)
-    raw = _read_object(path, f)
-    if raw is None:
-        return ToolState(), problems
+    """`tools/tools.state.json` and its warnings: missing → defaults; a malformed file or entry
+    raises `ConfigError` (never a silent fallback: a dropped `enabled: false` would re-enable a tool)."""
+    reading = read_config(home, STATE)
+    return reading.start_value(), list(reading.warnings)
+
+
+def _state(home: Path, raw: dict[str, Any], f: Fields) -> ToolState:
     entries: dict[str, Visibility] = {}
     passthrough: str | None = None
     for key, value in raw.items():
@@ -207,24 +219,18 @@ def load_state(home: Path) -> tuple[ToolState, list[ConfigProblem]]:
             f.problem("must be an object like {\"enabled\": true, \"hot\": false, \"hidden\": false}",
                       repr(key))
             continue
-        before = len(problems)
-        vis = Visibility(
+        f.known(value, repr(key), VISIBILITY_KEYS)
+        entries[key] = Visibility(
             enabled=f.boolean(value, "enabled", repr(key)),
             hidden=f.boolean(value, "hidden", repr(key)),
             hot=f.boolean(value, "hot", repr(key)),
         )
-        if len(problems) == before:
-            entries[key] = vis
-    return ToolState(entries=entries, passthrough=passthrough), problems
+    return ToolState(entries=entries, passthrough=passthrough)
 
 
-def _read_object(path: Path, f: Fields) -> dict[str, Any] | None:
-    try:
-        raw = read_json(path, f.file)
-    except ValueError as exc:
-        f.problem(str(exc))
-        return None
-    if not isinstance(raw, dict):
-        f.problem("must contain a JSON object at the top level")
-        return None
-    return raw
+SETTINGS: ConfigFile[Settings] = ConfigFile(SETTINGS_FILE, "toolfunnel.json", _settings,
+                                            absent=lambda home: Settings())
+REGISTER: ConfigFile[Register] = ConfigFile(
+    REGISTER_FILE, "register", _register, missing_hint=' (an empty register is {"version": 1, "tools": []})')
+STATE: ConfigFile[ToolState] = ConfigFile(STATE_FILE, "tool state", _state,
+                                          absent=lambda home: ToolState())

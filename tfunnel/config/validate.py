@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import difflib
 import json
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -12,31 +13,74 @@ from tfunnel.errors import ConfigProblem
 _MISSING = object()
 
 
-def read_json(path: Path, label: str) -> Any:
-    """Parse a JSON file; raise `ValueError` with a message naming the file and position."""
+class DocumentError(ValueError):
+    """A file that cannot be used as a JSON document; the message names why (and where)."""
+
+
+class Missing(DocumentError):
+    """The file does not exist."""
+
+
+class Unreadable(DocumentError):
+    """The file exists but cannot be read as text: permissions, a directory, not UTF-8."""
+
+
+class Malformed(DocumentError):
+    """The text is not one JSON document: empty, cut off, or a syntax error (line and column)."""
+
+
+def read_json(path: Path, label: str = "") -> Any:
+    """Parse a JSON file; raise `Missing`, `Unreadable` or `Malformed` (all `ValueError`s) with a
+    message naming the problem and, for a syntax error, its line and column."""
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
+    except FileNotFoundError as exc:
+        raise Missing("is missing") from exc
     except OSError as exc:
-        raise ValueError(f"cannot read: {exc.strerror or exc}") from exc
+        raise Unreadable(f"cannot read: {exc.strerror or exc}") from exc
+    try:
+        text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise ValueError(f"not UTF-8: {exc}") from exc
+        raise Unreadable(f"not UTF-8: {exc}") from exc
+    if not text.strip():
+        # What a truncated file or a write caught half-way looks like.
+        raise Malformed("is empty (not a JSON document; to clear the file, write {})")
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ValueError(f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from exc
+        raise Malformed(f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from exc
     except RecursionError as exc:
-        raise ValueError("invalid JSON: nested too deeply") from exc
+        raise Malformed("invalid JSON: nested too deeply") from exc
 
 
 class Fields:
-    """Typed getters over one JSON object that record problems under (file, entry)."""
+    """Typed getters over one JSON object that record problems under (file, entry), and
+    warnings (unknown fields) into a separate list."""
 
-    def __init__(self, file: str, problems: list[ConfigProblem]) -> None:
+    def __init__(self, file: str, problems: list[ConfigProblem],
+                 warnings: list[ConfigProblem] | None = None) -> None:
         self.file = file
         self.problems = problems
+        self.warnings: list[ConfigProblem] = [] if warnings is None else warnings
 
     def problem(self, message: str, entry: str | None = None, field: str | None = None) -> None:
         self.problems.append(ConfigProblem(self.file, message, entry, field))
+
+    def warning(self, message: str, entry: str | None = None, field: str | None = None) -> None:
+        self.warnings.append(ConfigProblem(self.file, message, entry, field, "warning"))
+
+    def known(self, obj: Mapping[str, Any], entry: str | None, allowed: Collection[str], *,
+              prefix: str = "") -> None:
+        """Warn about every key of `obj` that is not in `allowed`, naming the nearest known one.
+
+        Keys starting with `_` are comments (ToolFunnel's `_README`), never unknown. `prefix`
+        names a nested block in the field (`restart.` gives `restart.windowS`)."""
+        for key in obj:
+            if key in allowed or key.startswith("_"):
+                continue
+            nearest = difflib.get_close_matches(key, list(allowed), n=1)
+            hint = f"; did you mean {nearest[0]!r}?" if nearest else ""
+            self.warning(f"is not a known field and has no effect{hint}", entry, prefix + key)
 
     def string(
         self,

@@ -1,7 +1,14 @@
 """`hooks/hooks.manifest.json` and its `hooks/hooks.state.json` overlay, validated (pure reads).
 
+`MANIFEST` and `HOOK_STATE` describe the two files for `config.files` (the one reading rule); they
+are read separately, so a broken overlay keeps its own last good version, and combined with
+`with_overlay`. A missing manifest means no hooks, a missing overlay means `{}`; a malformed one of
+either (a bad entry included) refuses the start and, while running, the reload.
+
 A ToolFunnel manifest loads unchanged: `${HOOKS_DIR}` in a command is expanded in memory only,
-`hooksDir` is honoured when absolute, rows written without an `id` get a stable synthesized one.
+`hooksDir` is honoured when absolute, rows written without an `id` get a stable synthesized one
+(ToolFunnel's UI wrote rows with only event, matcher, command and enabled). An unknown field in the
+manifest or a row is a warning; `script` is known (ToolFunnel wrote it; informational only).
 """
 
 from __future__ import annotations
@@ -12,8 +19,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from tfunnel.config.validate import Fields, read_json
-from tfunnel.errors import ConfigError, ConfigProblem
+from tfunnel.config.files import ConfigFile, read_config
+from tfunnel.config.validate import Fields
+from tfunnel.errors import ConfigError
 
 MANIFEST_FILE = "hooks/hooks.manifest.json"
 HOOK_STATE_FILE = "hooks/hooks.state.json"
@@ -22,6 +30,9 @@ EVENTS = ("SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "Stop
 NEVER_FIRING = frozenset({"UserPromptSubmit", "PreCompact"})
 DEFAULT_TIMEOUT_S = 60.0
 _ALWAYS = frozenset({"", "*"})
+MANIFEST_KEYS = ("version", "hooksDir", "hooks")
+HOOK_KEYS = ("id", "event", "matcher", "type", "command", "script", "timeout", "enabled", "failClosed",
+             "description")
 
 
 @dataclass(frozen=True)
@@ -59,26 +70,26 @@ def compile_matcher(matcher: str) -> re.Pattern[str] | None:
 
 
 def load_manifest(home: Path) -> HookManifest:
-    """The manifest with the state overlay applied; raise `ConfigError` naming entry and field.
+    """The manifest with the state overlay applied; raise `ConfigError` naming file, entry and field
+    for a problem in either file. A missing manifest means no hooks, a missing overlay `{}`."""
+    manifest, overlay = read_config(home, MANIFEST), read_config(home, HOOK_STATE)
+    if manifest.value is None or overlay.value is None:
+        raise ConfigError([*manifest.problems, *overlay.problems])
+    return with_overlay(manifest.value, overlay.value)
 
-    A missing manifest means no hooks.
-    """
-    path = home / MANIFEST_FILE
-    default_dir = path.parent
-    if not path.exists():
-        return HookManifest(default_dir)
-    problems: list[ConfigProblem] = []
-    f = Fields(MANIFEST_FILE, problems)
-    try:
-        raw = read_json(path, MANIFEST_FILE)
-    except ValueError as exc:
-        raise ConfigError([ConfigProblem(MANIFEST_FILE, str(exc))]) from exc
-    if not isinstance(raw, dict):
-        raise ConfigError([ConfigProblem(MANIFEST_FILE, "must contain a JSON object at the top level")])
+
+def with_overlay(manifest: HookManifest, overlay: Mapping[str, bool]) -> HookManifest:
+    """`manifest` with each hook named in `overlay` switched as the overlay says (the overlay wins)."""
+    hooks = tuple(replace(h, enabled=overlay[h.id]) if h.id in overlay else h for h in manifest.hooks)
+    return replace(manifest, hooks=hooks)
+
+
+def _manifest(home: Path, raw: dict[str, Any], f: Fields) -> HookManifest:
+    default_dir = (home / MANIFEST_FILE).parent
+    f.known(raw, None, MANIFEST_KEYS)
     hooks_dir_raw = f.string(raw, "hooksDir")
     hooks_dir = Path(hooks_dir_raw) if hooks_dir_raw and Path(hooks_dir_raw).is_absolute() else default_dir
     rows = f.array(raw, "hooks", "hook entries")
-    overlay, _ = load_hook_state(home)
     specs: list[HookSpec] = []
     seen: set[str] = set()
     for index, row in enumerate(rows):
@@ -88,11 +99,7 @@ def load_manifest(home: Path) -> HookManifest:
         if spec.id in seen:
             f.problem("duplicates an earlier hook's id", f"hooks[{index}] (id {spec.id!r})", "id")
         seen.add(spec.id)
-        if spec.id in overlay:
-            spec = replace(spec, enabled=overlay[spec.id])
         specs.append(spec)
-    if problems:
-        raise ConfigError(problems)
     return HookManifest(hooks_dir, tuple(specs))
 
 
@@ -107,6 +114,7 @@ def _spec(row: Any, index: int, hooks_dir: Path, f: Fields) -> HookSpec | None:
     fallback_id = f"{raw_event if raw_event in EVENTS else 'hook'}#{index}"
     hook_id = f.string(row, "id", label, non_empty=True, default=fallback_id)
     label = f"hooks[{index}] (id {hook_id!r})"
+    f.known(row, label, HOOK_KEYS)
     event = f.choice(row, "event", label, EVENTS, "")
     if "event" not in row:
         f.problem(f"is required (one of {', '.join(EVENTS)})", label, "event")
@@ -133,28 +141,29 @@ def _spec(row: Any, index: int, hooks_dir: Path, f: Fields) -> HookSpec | None:
     )
 
 
-def load_hook_state(home: Path) -> tuple[dict[str, bool], list[ConfigProblem]]:
+def load_hook_state(home: Path) -> dict[str, bool]:
     """The `{id: bool}` overlay (also read in the wrapped `{"enabled": {...}}` form).
-    Missing → {}; malformed → {} with a problem for a loud warning."""
-    path = home / HOOK_STATE_FILE
-    if not path.exists():
-        return {}, []
-    try:
-        raw = read_json(path, HOOK_STATE_FILE)
-    except ValueError as exc:
-        return {}, [ConfigProblem(HOOK_STATE_FILE, str(exc))]
-    if isinstance(raw, dict) and isinstance(raw.get("enabled"), dict):
+    Missing → {}; malformed (bad JSON, a non-bool value) raises `ConfigError` naming the file."""
+    return read_config(home, HOOK_STATE).start_value()
+
+
+def _hook_state(home: Path, raw: dict[str, Any], f: Fields) -> dict[str, bool]:
+    if isinstance(raw.get("enabled"), dict):
         raw = raw["enabled"]
-    if not isinstance(raw, dict):
-        return {}, [ConfigProblem(HOOK_STATE_FILE, 'must be an object like {"<hook id>": true}')]
     overlay: dict[str, bool] = {}
-    problems: list[ConfigProblem] = []
     for key, value in raw.items():
         if isinstance(value, bool):
             overlay[key] = value
         else:
-            problems.append(ConfigProblem(HOOK_STATE_FILE, "must be true or false", repr(key)))
-    return overlay, problems
+            f.problem('must be true or false (the file is {"<hook id>": true | false})', repr(key))
+    return overlay
+
+
+MANIFEST: ConfigFile[HookManifest] = ConfigFile(
+    MANIFEST_FILE, "hook manifest", _manifest,
+    absent=lambda home: HookManifest((home / MANIFEST_FILE).parent))
+HOOK_STATE: ConfigFile[dict[str, bool]] = ConfigFile(HOOK_STATE_FILE, "hook state", _hook_state,
+                                                     absent=lambda home: {})
 
 
 def describe(spec: HookSpec) -> Mapping[str, Any]:

@@ -28,10 +28,13 @@ from tfunnel.gate.manifest import (
 
 def hook_command(home: Path, action: str, hook_id: str | None) -> int:
     try:
-        manifest = load_manifest(home)
+        manifest = load_manifest(home)  # also refuses a malformed overlay: it must be fixed first
+        overlay = load_hook_state(home)
     except ConfigError as exc:
         for problem in exc.problems:
             print(f"tfunnel hook: {problem}", file=sys.stderr)
+        if action != "list":
+            print("tfunnel hook: nothing changed; fix the file first", file=sys.stderr)
         return 1
     if action == "list":
         for spec in manifest.hooks:
@@ -45,11 +48,6 @@ def hook_command(home: Path, action: str, hook_id: str | None) -> int:
     if hook_id not in known:
         print(f"tfunnel hook: no hook with id {hook_id!r} (known: {', '.join(sorted(known)) or 'none'})",
               file=sys.stderr)
-        return 1
-    overlay, problems = load_hook_state(home)
-    if problems:
-        for problem in problems:
-            print(f"tfunnel hook: {problem}; fix or remove it first", file=sys.stderr)
         return 1
     raw = read_json(home / MANIFEST_FILE, MANIFEST_FILE)
     rows: list[Any] = raw.get("hooks", [])

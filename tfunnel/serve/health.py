@@ -31,7 +31,8 @@ class CallCounts:
 def overall_status(*, started: bool, stopping: bool, upstreams: Sequence[UpstreamStatistics],
                    config_errors: Mapping[str, str]) -> Status:
     """`stopping` wins, then `starting` until serving; `degraded` if an enabled upstream is not ready
-    or a config reload was refused; otherwise `ok`."""
+    or a config file is not in force as written (a refused reload, a broken log config); otherwise
+    `ok`. Config warnings (unknown fields) never degrade: the file is in force, and they are listed."""
     if stopping:
         return "stopping"
     if not started:
@@ -55,11 +56,12 @@ def _upstream(u: UpstreamStatistics) -> dict[str, Any]:
 def health_document(*, status: Status, server_name: str, server_version: str, uptime_s: float,
                     protocol_versions: Sequence[str], upstreams: Sequence[UpstreamStatistics],
                     config_errors: Mapping[str, str], calls: CallCounts, sessions: int,
-                    listen_streams: int) -> dict[str, Any]:
-    """The JSON body of `/health`, field for field as SPEC §8.2 shows it.
+                    listen_streams: int, config_warnings: Sequence[str] = ()) -> dict[str, Any]:
+    """The JSON body of `/health`, field for field as SPEC §8.2 shows it, plus `config.warnings`.
 
     Upstreams keep the order given; `stopped` lists every upstream the supervisor gave up on, with
-    why; config errors (keyed by file) are listed sorted by file.
+    why; config errors (keyed by file) are listed sorted by file; config warnings as given (the
+    caller sorts them by file).
     """
     return {
         "status": status,
@@ -71,7 +73,8 @@ def health_document(*, status: Status, server_name: str, server_version: str, up
         # `reason` a string should a record ever arrive without one.
         "stopped": [{"id": u.id, "reason": u.stopped_reason or u.last_error or "stopped"}
                     for u in upstreams if u.state == "stopped"],
-        "config": {"errors": [message for _, message in sorted(config_errors.items())]},
+        "config": {"errors": [message for _, message in sorted(config_errors.items())],
+                   "warnings": list(config_warnings)},
         "calls": {"total": calls.total, "errors": calls.errors, "denied": calls.denied},
         "clients": {"sessions": sessions, "listenStreams": listen_streams},
     }

@@ -372,7 +372,7 @@ class HttpApp:
             status=status, server_name=self.live.settings.server_name,
             server_version=self.live.settings.server_version,
             uptime_s=time.monotonic() - self._started_at, protocol_versions=self.protocol_versions(),
-            upstreams=statistics, config_errors=self.live.errors,
+            upstreams=statistics, config_errors=self.live.errors, config_warnings=self.live.warnings,
             calls=health.CallCounts(self.tally.total, self.tally.errors, self.tally.denied),
             sessions=len(self.sessions),
             listen_streams=self.sessions.streams() + self.router.modern.listening)
