@@ -15,6 +15,7 @@ import trio
 
 from tfunnel.audit import CONFIG_FILE as LOG_CONFIG_FILE
 from tfunnel.audit import AuditLog
+from tfunnel.check import runtime as runtime_checks
 from tfunnel.config.expose import EXPOSE_FILE
 from tfunnel.config.home import child_environment
 from tfunnel.config.load import REGISTER_FILE, STATE_FILE
@@ -62,6 +63,10 @@ def build(home: Path, environ: Mapping[str, str] | None = None, observer: Observ
     start = read_home(home)
     start.refuse_start()
     live = Live(home, start)  # logs the warnings, and a broken log config (the audit log is off)
+    for finding in runtime_checks(start, child_environment(home, environ)):
+        # What `tfunnel check` reports too: the parts that will fail, and who wins a name.
+        report = log.error if finding.severity == "error" else log.warning
+        report("config check", problem=str(finding))
     settings = live.settings
     audit = AuditLog(home, live.log_config)
     env = child_environment(home, environ)

@@ -1,21 +1,22 @@
 """`tfunnel check`: every problem and warning in a home, all at once.
 
 Each check is a producer in `CHECKS`: it gets the home's `HomeReading` (every file read by the same
-rule a start uses) and yields `ConfigProblem`s, errors and warnings (`severity`). A new check (a
-command not on PATH, a missing hook script, a name collision) is one more producer appended there.
+rule a start uses) and yields `ConfigProblem`s, errors and warnings (`severity`): first each file's
+own, then what serving it would hit (`runtime`). A new check is one more producer appended there.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 
-from tfunnel.config.expose import EXPOSE, EXPOSE_FILE
-from tfunnel.config.load import REGISTER, REGISTER_FILE
+from tfunnel import preflight
+from tfunnel.config.expose import EXPOSE
+from tfunnel.config.home import child_environment
+from tfunnel.config.load import REGISTER
 from tfunnel.errors import ConfigProblem
+from tfunnel.gate.manifest import HOOK_STATE, MANIFEST, with_overlay
 from tfunnel.home_files import HomeReading, read_home
-from tfunnel.tools.resolve import ScriptNotRunnable, resolve_script, script_argv
-from tfunnel.upstream.isolation import isolation_problems
 
 Check = Callable[[HomeReading], Iterable[ConfigProblem]]
 
@@ -27,29 +28,27 @@ def files(reading: HomeReading) -> Iterator[ConfigProblem]:
         yield from file.warnings
 
 
-def isolation(reading: HomeReading) -> Iterator[ConfigProblem]:
-    """Enabled upstreams the isolation guard would refuse to start."""
-    expose = reading.get(EXPOSE).value
-    for index, spec in enumerate(expose.upstreams if expose is not None else ()):
-        if spec.enabled:
-            label = f"upstreams[{index}] (id {spec.id!r})"
-            for text in isolation_problems(spec, reading.home):
-                yield ConfigProblem(EXPOSE_FILE, f"isolation guard: {text}", label)
+def runtime(reading: HomeReading, env: Mapping[str, str] | None = None) -> Iterator[ConfigProblem]:
+    """What serving the home would hit though its files are valid (`tfunnel.preflight`): upstreams
+    that cannot start, hooks and script tools that cannot run, colliding names. `serve` logs the
+    same findings at start."""
+    home = reading.home
+    env = child_environment(home) if env is None else env
+    register, expose = reading.get(REGISTER).value, reading.get(EXPOSE).value
+    manifest, overlay = reading.get(MANIFEST).value, reading.get(HOOK_STATE).value
+    groups: list[preflight.Findings] = []
+    if expose is not None:
+        groups.append(preflight.upstream_findings(expose, home, env))
+    if manifest is not None:
+        groups.append(preflight.hook_findings(with_overlay(manifest, overlay or {}), home, env))
+    if register is not None:
+        groups.append(preflight.register_findings(register, home))
+        if expose is not None:
+            groups.append(preflight.name_findings(register, expose))
+    yield from preflight.all_findings(groups).all()
 
 
-def scripts(reading: HomeReading) -> Iterator[ConfigProblem]:
-    """Script invokes whose script cannot run (missing, outside the home, no interpreter)."""
-    register = reading.get(REGISTER).value
-    for index, entry in enumerate(register.tools if register is not None else ()):
-        if entry.invoke is not None and entry.invoke.type == "script":
-            try:
-                script_argv(resolve_script(reading.home, entry.invoke.target))
-            except ScriptNotRunnable as exc:
-                label = f"tools[{index}] (id {entry.id!r})"
-                yield ConfigProblem(REGISTER_FILE, str(exc), label, "invoke.path")
-
-
-CHECKS: tuple[Check, ...] = (files, isolation, scripts)
+CHECKS: tuple[Check, ...] = (files, runtime)
 
 
 def check_home(home: Path) -> list[ConfigProblem]:

@@ -13,7 +13,7 @@ import os
 import shlex
 import shutil
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tfunnel.config.expose import EXPOSE_FILE, TRANSPORTS, ExposeConfig, UpstreamSpec
@@ -38,6 +38,10 @@ class Findings:
     def extend(self, other: Findings) -> None:
         self.errors += other.errors
         self.warnings += other.warnings
+
+    def all(self) -> list[ConfigProblem]:
+        """Errors, then warnings (marked `severity="warning"`)."""
+        return [*self.errors, *(replace(w, severity="warning") for w in self.warnings)]
 
 
 def _label(kind: str, index: int, ident: str) -> str:

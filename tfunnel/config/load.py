@@ -40,7 +40,7 @@ SCRIPTS_DIR = "tools/scripts"
 SETTINGS_KEYS = ("serverName", "serverVersion", "clientName", "clientVersion", "httpPort", "uiPort",
                  "serveLegacy", "requires", "gate", "limits")
 GATE_KEYS = ("askFallback",)
-LIMITS_KEYS = ("maxMessageBytes", "toolTimeoutS", "toolOutputBytes", "shutdownGraceS")
+LIMITS_KEYS = ("maxMessageBytes", "toolTimeoutS", "toolOutputBytes", "shutdownGraceS", "upstreamStartS")
 REQUIRES_KEYS = ("command", "versionArg", "min", "why")
 REGISTER_KEYS = ("version", "description", "tools")
 ENTRY_KEYS = ("id", "name", "summary", "category", "instructions", "inputSchema", "mode", "invoke",

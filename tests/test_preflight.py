@@ -1,0 +1,210 @@
+"""`tfunnel check` reports what serve would hit (tfunnel.preflight), and serve logs the same."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.upstreams import mock_upstream, set_upstreams
+from tests.wire import gateway, gateway_argv
+from tfunnel import preflight
+from tfunnel.config.expose import ExposeConfig, ExposeEntry, UpstreamSpec
+from tfunnel.config.model import Invoke, Register, ToolEntry
+from tfunnel.errors import ConfigProblem
+from tfunnel.gate.manifest import HookManifest, HookSpec
+
+pytestmark = pytest.mark.timeout(60)
+
+PATH = os.defpath
+
+
+def messages(problems: list[ConfigProblem]) -> list[str]:
+    return [str(p) for p in problems]
+
+
+@pytest.mark.parametrize(("program", "expected"), [
+    pytest.param("sh", None, id="on-path"),
+    pytest.param("no-such-program-xyz", "'no-such-program-xyz' is not found on PATH", id="not-on-path"),
+    pytest.param("/bin/sh", None, id="absolute"),
+    pytest.param("/no/such/server", "'/no/such/server' does not exist", id="absolute-missing"),
+    pytest.param("bin/server", "'bin/server' does not exist", id="relative-missing"),
+    pytest.param("data.txt", "'data.txt' is not found on PATH", id="bare-name-is-looked-up-on-path"),
+    pytest.param("./data.txt", "'./data.txt' is not executable", id="not-executable"),
+    pytest.param("./run.sh", None, id="relative-to-cwd"),
+])
+def test_program_problem(tmp_path: Path, program: str, expected: str | None) -> None:
+    """A program is looked up as exec would: a name on PATH, a path (relative to the cwd) that
+    must be an executable file."""
+    (tmp_path / "data.txt").write_text("x")
+    (tmp_path / "run.sh").write_text("#!/bin/sh\n")
+    (tmp_path / "run.sh").chmod(0o755)
+    problem = preflight.program_problem(program, tmp_path, PATH)
+    if expected is None:
+        assert problem is None
+    else:
+        assert problem is not None and problem.startswith(expected), problem
+
+
+def upstream(uid: str, **fields: Any) -> UpstreamSpec:
+    return UpstreamSpec(id=uid, **{"command": "sh", **fields})
+
+
+@pytest.mark.parametrize(("spec", "expected"), [
+    pytest.param(upstream("ok"), [], id="fine"),
+    pytest.param(upstream("off", command="no-such-program-xyz", enabled=False), [],
+                 id="disabled-is-not-checked"),
+    pytest.param(upstream("gone", command="no-such-program-xyz"),
+                 ["mcp/expose.json: upstreams[0] (id 'gone'): field 'command': 'no-such-program-xyz' is not "
+                  "found on PATH"], id="command-not-found"),
+    pytest.param(upstream("own-path", command="only-here", env={"PATH": "{home}/bin"}), [],
+                 id="its-own-PATH"),
+    pytest.param(upstream("web", transport="http", command="", url="https://example.test/mcp"),
+                 ["mcp/expose.json: upstreams[0] (id 'web'): field 'transport': transport 'http' is not "
+                  "available in this version"], id="transport"),
+    pytest.param(upstream("nowhere", cwd="missing-dir"),
+                 ["mcp/expose.json: upstreams[0] (id 'nowhere'): field 'cwd': {home}/missing-dir is not a "
+                  "folder"], id="cwd-missing"),
+    pytest.param(upstream("escapes", args=("/etc/passwd",)),
+                 ["mcp/expose.json: upstreams[0] (id 'escapes'): isolation guard: args[0] '/etc/passwd'"],
+                 id="isolation"),
+])
+def test_upstream_findings(tmp_path: Path, spec: UpstreamSpec, expected: list[str]) -> None:
+    """Enabled upstreams that would not start are errors naming the entry and the field."""
+    home = tmp_path
+    (home / "bin").mkdir()
+    (home / "bin" / "only-here").write_text("#!/bin/sh\n")
+    (home / "bin" / "only-here").chmod(0o755)
+    if "PATH" in spec.env:
+        spec = UpstreamSpec(**{**spec.__dict__, "env": {"PATH": str(home / "bin")}})
+    found = preflight.upstream_findings(ExposeConfig(upstreams=(spec,)), home, {"PATH": PATH})
+    assert found.warnings == []
+    got = messages(found.errors)
+    assert len(got) == len(expected)
+    for line, want in zip(got, expected, strict=True):
+        assert line.startswith(want.format(home=home)), line
+
+
+def hook(hid: str, command: str, *, enabled: bool = True) -> HookSpec:
+    return HookSpec(id=hid, event="PreToolUse", command=command, enabled=enabled)
+
+
+@pytest.mark.parametrize(("spec", "errors", "warnings"), [
+    pytest.param(hook("ok", "python3 {hooks}/scripts/real.py"), [], [], id="fine"),
+    pytest.param(hook("gone", "python3 {hooks}/scripts/gone.py"),
+                 ["hooks[0] (id 'gone'): field 'command': names {hooks}/scripts/gone.py, which does not "
+                  "exist"],
+                 [], id="missing-script"),
+    pytest.param(hook("off", "python3 {hooks}/scripts/gone.py", enabled=False), [],
+                 ["hooks[0] (id 'off'): field 'command': names {hooks}/scripts/gone.py, which does not exist "
+                  "(the hook is disabled; it would fail once enabled)"], id="disabled-is-a-warning"),
+    pytest.param(hook("prog", "no-such-program-xyz --x"),
+                 ["hooks[0] (id 'prog'): field 'command': runs 'no-such-program-xyz' is not found on PATH"],
+                 [], id="missing-program"),
+    pytest.param(hook("cc", '"$CLAUDE_PROJECT_DIR"/hooks/scripts/gone.sh'),
+                 ["hooks[0] (id 'cc'): field 'command': runs '{home}/hooks/scripts/gone.sh' does not exist"],
+                 [], id="claude-project-dir"),
+    pytest.param(hook("pipe", "cat | no-such-program-xyz"), [], [], id="shell-syntax-is-left-to-the-shell"),
+    pytest.param(hook("elsewhere", "python3 /opt/elsewhere/x.py"), [], [], id="outside-the-home-not-guessed"),
+])
+def test_hook_findings(tmp_path: Path, spec: HookSpec, errors: list[str], warnings: list[str]) -> None:
+    """A hook whose program or script in the home does not exist: an error when enabled, a warning
+    when disabled; command lines beyond a simple one are not second-guessed."""
+    home, hooks_dir = tmp_path, tmp_path / "hooks"
+    (hooks_dir / "scripts").mkdir(parents=True)
+    (hooks_dir / "scripts" / "real.py").write_text("")
+    command = spec.command.replace("{hooks}", str(hooks_dir))
+    manifest = HookManifest(hooks_dir, (HookSpec(id=spec.id, event=spec.event, command=command,
+                                                 enabled=spec.enabled),))
+    found = preflight.hook_findings(manifest, home, {"PATH": PATH})
+    fill = {"home": home, "hooks": hooks_dir}
+    assert messages(found.errors) == [f"hooks/hooks.manifest.json: {e.format(**fill)}" for e in errors]
+    assert messages(found.warnings) == [f"hooks/hooks.manifest.json: {w.format(**fill)}" for w in warnings]
+
+
+def tool(tid: str, name: str) -> ToolEntry:
+    return ToolEntry(id=tid, name=name, invoke=Invoke("shell", "true"))
+
+
+@pytest.mark.parametrize(("tools", "expose", "expected"), [
+    pytest.param([tool("a", "A")], [ExposeEntry("up", "t", "up_t")], [], id="no-collision"),
+    pytest.param([tool("a", "A"), tool("b", "a")], [],
+                 ["tools/tools.register.json: tools[1] (id 'b'): field 'name': display name 'a' is also the "
+                  "name of tool 'a', which wins"], id="display-name-is-another-id"),
+    pytest.param([tool("a", "A")], [ExposeEntry("up", "t", "a")],
+                 ["mcp/expose.json: expose[0] (up/t): field 'as': surfaced name 'a' is taken by tool 'a', "
+                  "which wins"], id="as-is-a-local-id"),
+    pytest.param([], [ExposeEntry("up", "t", "toolfunnel_run_tool")],
+                 ["mcp/expose.json: expose[0] (up/t): field 'as': surfaced name 'toolfunnel_run_tool' is "
+                  "taken by a meta-tool"], id="as-is-a-meta-tool"),
+    pytest.param([], [ExposeEntry("u1", "t", "same"), ExposeEntry("u2", "t", "same")],
+                 ["mcp/expose.json: expose[1] (u2/t): field 'as': surfaced name 'same' is taken by expose "
+                  "entry u1/t, which wins"], id="two-entries-one-name"),
+    pytest.param([], [ExposeEntry("u1", "t", "same", enabled=False), ExposeEntry("u2", "t", "same")], [],
+                 id="disabled-entries-take-no-name"),
+])
+def test_name_findings(tools: list[ToolEntry], expose: list[ExposeEntry], expected: list[str]) -> None:
+    """Colliding names are warnings that say which one wins (local first, then config order)."""
+    found = preflight.name_findings(Register(tools=tuple(tools)), ExposeConfig(expose=tuple(expose)))
+    assert found.errors == []
+    got = messages(found.warnings)
+    assert len(got) == len(expected)
+    for line, want in zip(got, expected, strict=True):
+        assert line.startswith(want), line
+
+
+def broken_home(home: Path) -> None:
+    """A home whose files are valid, but whose upstream, hook and names cannot all work."""
+    set_upstreams(home, {"id": "gone", "command": "no-such-mcp-server-xyz"}, mock_upstream("fine"),
+                  expose=[{"upstream": "fine", "tool": "echo", "as": "hash"}])
+    manifest = json.loads((home / "hooks" / "hooks.manifest.json").read_text())
+    manifest["hooks"].append({"id": "ghost", "event": "PreToolUse", "type": "command", "enabled": True,
+                              "command": "python3 ${HOOKS_DIR}/scripts/ghost.py"})
+    (home / "hooks" / "hooks.manifest.json").write_text(json.dumps(manifest))
+
+
+EXPECTED = ["mcp/expose.json: upstreams[0] (id 'gone'): field 'command': 'no-such-mcp-server-xyz' is not "
+            "found on PATH",
+            "hooks/hooks.manifest.json: hooks[4] (id 'ghost'): field 'command': names ",
+            "warning: mcp/expose.json: expose[0] (fine/echo): field 'as': surfaced name 'hash' is taken by "
+            "tool 'hash', which wins"]
+
+
+def test_check_reports_what_serve_would_hit(home: Path) -> None:
+    """`tfunnel check` names the command not found, the missing hook script and the collision
+    (as a warning, with the winner), and exits 1; no traceback."""
+    broken_home(home)
+    done = subprocess.run(gateway_argv(home, "check"), capture_output=True, text=True, timeout=30)
+    assert done.returncode == 1, done.stdout
+    lines = done.stdout.splitlines()
+    for want in EXPECTED:
+        assert any(line.startswith(want) for line in lines), (want, lines)
+    assert lines[-1].endswith(f"2 problem(s) and 1 warning(s) in {home}")
+    assert "Traceback" not in done.stderr
+
+
+async def test_serve_logs_what_check_reports(home: Path) -> None:
+    """serve logs each of check's findings once at start, errors as errors, warnings as warnings."""
+    broken_home(home)
+    async with gateway(home) as wire:
+        await wire.initialize()
+        await wire.close_stdin()
+        await wire.wait_exit()
+    logged = [json.loads(line) for line in wire.stderr.decode().splitlines()
+              if line.startswith("{") and '"config check"' in line]
+    assert [(entry["level"], entry["problem"].split(": field")[0]) for entry in logged] == [
+        ("error", "mcp/expose.json: upstreams[0] (id 'gone')"),
+        ("error", "hooks/hooks.manifest.json: hooks[4] (id 'ghost')"),
+        ("warning", "mcp/expose.json: expose[0] (fine/echo)")]
+
+
+def test_check_on_the_default_home_is_ok(tmp_path: Path) -> None:
+    """A freshly seeded home has nothing to report."""
+    done = subprocess.run([sys.executable, "-m", "tfunnel", "--home", str(tmp_path / "new"), "check"],
+                          capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0 and done.stdout.strip() == f"ok: {tmp_path / 'new'}", done.stdout
