@@ -208,3 +208,42 @@ def test_check_on_the_default_home_is_ok(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-m", "tfunnel", "--home", str(tmp_path / "new"), "check"],
                           capture_output=True, text=True, timeout=30)
     assert done.returncode == 0 and done.stdout.strip() == f"ok: {tmp_path / 'new'}", done.stdout
+
+
+@pytest.mark.parametrize(("document", "expected"), [
+    pytest.param({"tools": [{"id": "x", "invoke": {"path": "a\0b"}}]}, [("tools[0] (id 'x')", "invoke.path")],
+                 id="register-path"),
+    pytest.param({"tools": [{"name": "n", "invoke": {"command": "echo \0"}}]}, [("tools[0]", "invoke.command")],
+                 id="no-id"),
+    pytest.param({"upstreams": [{"id": "u", "args": ["ok", "b\0d"], "env": {"K": "\0"}}]},
+                 [("upstreams[0] (id 'u')", "args[1]"), ("upstreams[0] (id 'u')", "env.K")], id="upstream"),
+    pytest.param({"upstreams": [{"id": "u", "env": {"K\0": "v"}}]}, [("upstreams[0] (id 'u')", "env.'K\\x00'")],
+                 id="key"),
+    pytest.param({"gate": {"askFallback": "deny\0"}}, [(None, "gate.askFallback")], id="nested-object"),
+    pytest.param({"x\0": 1}, [(None, "'x\\x00'")], id="top-level-key"),
+    pytest.param({"tools": [{"id": "fine", "summary": "no NUL here: \\0 is two characters"}]}, [], id="clean"),
+])
+def test_nul_characters_are_found_wherever_they_are(document: dict[str, Any],
+                                                    expected: list[tuple[str | None, str]]) -> None:
+    """Every NUL in a config document is found, named by its entry and field."""
+    from tfunnel.config.files import nul_characters
+
+    assert nul_characters(document) == expected
+
+
+def test_a_nul_byte_in_a_register_entry_is_a_config_error(home: Path) -> None:
+    """A NUL in a script path is a config error naming the entry and field: `check` says so (no
+    traceback) and a start is refused (exit 1), never a -32603 at call time."""
+    path = home / "tools" / "tools.register.json"
+    register = json.loads(path.read_text())
+    register["tools"].append({"id": "nul", "name": "Nul", "invoke": {"type": "script", "path": "echo\0.py"}})
+    path.write_text(json.dumps(register))
+    index = len(register["tools"]) - 1
+    want = (f"tools/tools.register.json: tools[{index}] (id 'nul'): field 'invoke.path': contains a NUL "
+            "character (U+0000)")
+    done = subprocess.run(gateway_argv(home, "check"), capture_output=True, text=True, timeout=30)
+    assert done.returncode == 1 and any(line.startswith(want) for line in done.stdout.splitlines()), done
+    assert "Traceback" not in done.stderr
+    start = subprocess.run(gateway_argv(home, "call", "hash", '{"text": "x"}'), capture_output=True,
+                           text=True, timeout=30)
+    assert start.returncode == 1 and want in start.stderr and "Traceback" not in start.stderr

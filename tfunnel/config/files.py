@@ -88,10 +88,48 @@ def read_config(home: Path, spec: ConfigFile[T]) -> Reading[T]:
     if not isinstance(document, dict):
         fields.problem("must contain a JSON object at the top level")
         return Reading(spec, "malformed", fallback, tuple(problems), document=document)
+    for entry, where in nul_characters(document):
+        # One rule for every file: a NUL cannot be part of a path, a command line or an environment,
+        # and would fail far from here (at exec, or inside `check`); refuse it where it is written.
+        fields.problem("contains a NUL character (U+0000), which no config value may hold", entry, where)
+    if problems:
+        return Reading(spec, "malformed", fallback, tuple(problems), document=document)
     value = spec.parse(home, document, fields)
     if problems:
         return Reading(spec, "malformed", fallback, tuple(problems), tuple(warnings), document)
     return Reading(spec, "valid", value, (), tuple(warnings), document)
+
+
+def nul_characters(document: Any) -> list[tuple[str | None, str]]:
+    """Where `document` holds a NUL character in a key or a string: (entry, field) pairs, the
+    entry naming a top-level array's element (with its id when it has one)."""
+    found: list[tuple[str | None, str]] = []
+
+    def walk(value: Any, path: str, entry: str | None) -> None:
+        if isinstance(value, str):
+            if "\0" in value:
+                found.append((entry, path or "(value)"))
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                step = f"{path}.{key}" if path else key
+                if "\0" in key:
+                    found.append((entry, (f"{path}." if path else "") + repr(key)))
+                walk(item, step, entry)
+        elif isinstance(value, list):
+            for index, item in enumerate(value):
+                walk(item, f"{path}[{index}]", entry)
+
+    for key, value in document.items():
+        if "\0" in key:
+            found.append((None, repr(key)))
+        if isinstance(value, list):
+            for index, item in enumerate(value):
+                ident = item.get("id") if isinstance(item, dict) else None
+                label = f"{key}[{index}]" + (f" (id {ident!r})" if isinstance(ident, str) else "")
+                walk(item, "", label)
+        else:
+            walk(value, key, None)
+    return found
 
 
 def load(home: Path, spec: ConfigFile[T]) -> T:
