@@ -213,15 +213,16 @@ def test_check_on_the_default_home_is_ok(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("document", "expected"), [
     pytest.param({"tools": [{"id": "x", "invoke": {"path": "a\0b"}}]}, [("tools[0] (id 'x')", "invoke.path")],
                  id="register-path"),
-    pytest.param({"tools": [{"name": "n", "invoke": {"command": "echo \0"}}]}, [("tools[0]", "invoke.command")],
-                 id="no-id"),
+    pytest.param({"tools": [{"name": "n", "invoke": {"command": "echo \0"}}]},
+                 [("tools[0]", "invoke.command")], id="no-id"),
     pytest.param({"upstreams": [{"id": "u", "args": ["ok", "b\0d"], "env": {"K": "\0"}}]},
                  [("upstreams[0] (id 'u')", "args[1]"), ("upstreams[0] (id 'u')", "env.K")], id="upstream"),
-    pytest.param({"upstreams": [{"id": "u", "env": {"K\0": "v"}}]}, [("upstreams[0] (id 'u')", "env.'K\\x00'")],
-                 id="key"),
+    pytest.param({"upstreams": [{"id": "u", "env": {"K\0": "v"}}]},
+                 [("upstreams[0] (id 'u')", "env.'K\\x00'")], id="key"),
     pytest.param({"gate": {"askFallback": "deny\0"}}, [(None, "gate.askFallback")], id="nested-object"),
     pytest.param({"x\0": 1}, [(None, "'x\\x00'")], id="top-level-key"),
-    pytest.param({"tools": [{"id": "fine", "summary": "no NUL here: \\0 is two characters"}]}, [], id="clean"),
+    pytest.param({"tools": [{"id": "fine", "summary": "no NUL here: \\0 is two characters"}]}, [],
+                 id="clean"),
 ])
 def test_nul_characters_are_found_wherever_they_are(document: dict[str, Any],
                                                     expected: list[tuple[str | None, str]]) -> None:
