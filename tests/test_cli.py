@@ -124,6 +124,18 @@ def test_tool_command_refuses_an_unknown_name_with_near_matches(home: Path, acti
     assert not (home / "tools" / "tools.state.json").exists()
 
 
+def test_tool_command_checks_upstream_tool_names_by_asking_the_upstream(home: Path) -> None:
+    """An upstream tool's name is checked by starting its upstream: a typo is refused with the
+    near matches (nothing written), a real name is written; --force writes without asking."""
+    typo = tfunnel(home, "tool", "disable", "demo_pnig")
+    assert typo.returncode == 1 and "did you mean 'demo_ping'" in typo.stderr
+    assert not (home / "tools" / "tools.state.json").exists()
+    assert tfunnel(home, "tool", "disable", "demo_ping").returncode == 0
+    assert tfunnel(home, "tool", "hot", "demo_later", "--force").returncode == 0
+    state = json.loads((home / "tools" / "tools.state.json").read_text())
+    assert state == {"demo_ping": {"enabled": False}, "demo_later": {"hot": True}}
+
+
 def test_usage_errors_exit_2(home: Path) -> None:
     """An unknown command or option is a usage error (exit 2)."""
     assert tfunnel(home, "frobnicate").returncode == 2

@@ -133,7 +133,7 @@ def test_add_warns_about_a_missing_cwd(tmp_path: Path, capsys: pytest.CaptureFix
     """A cwd that does not exist yet is a warning, not a refusal."""
     assert run(tmp_path, "add", "u", ["x"], cwd="later") == 0
     err = capsys.readouterr().err
-    assert f"upstream 'u': cwd {tmp_path / 'later'} is not a folder (yet)" in err
+    assert f"upstream 'u': cwd: {tmp_path / 'later'} does not exist" in err
     assert read(tmp_path)["upstreams"][0]["cwd"] == "later"
 
 
@@ -144,11 +144,20 @@ def test_add_warns_about_isolation_but_adds(tmp_path: Path, capsys: pytest.Captu
     assert captured.out == "fs: added (enabled)\n"
     warnings = [line for line in captured.err.splitlines() if "warning" in line]
     assert len(warnings) == 3
-    assert "upstream 'fs': args[1] '/etc'" in warnings[0] and "allowOutsidePaths" in warnings[0]
+    assert "upstream 'fs': isolation guard: args[1] '/etc'" in warnings[0]
+    assert "allowOutsidePaths" in warnings[0]
     assert "env NODE_OPTIONS" in warnings[1]
-    assert "stops it at once, without retrying" in warnings[2]
+    assert "stops it at once, without retrying" in warnings[2] and "tfunnel mcp remove fs" in warnings[2]
     assert "--allow-outside-paths" in warnings[2] and "--allow-code-loading-env" in warnings[2]
     assert read(tmp_path)["upstreams"][0]["id"] == "fs"
+
+
+def test_add_warns_about_a_command_not_on_path(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A command that is not on PATH is a warning at add time, as `tfunnel check` would report it."""
+    assert run(tmp_path, "add", "u", ["no-such-mcp-server-xyz"]) == 0
+    err = capsys.readouterr().err
+    assert "upstream 'u': command: 'no-such-mcp-server-xyz' is not found on PATH" in err
+    assert read(tmp_path)["upstreams"][0]["command"] == "no-such-mcp-server-xyz"
 
 
 def test_add_flags_write_every_field(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

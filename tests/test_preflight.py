@@ -68,8 +68,14 @@ def upstream(uid: str, **fields: Any) -> UpstreamSpec:
                  ["mcp/expose.json: upstreams[0] (id 'web'): field 'transport': transport 'http' is not "
                   "available in this version"], id="transport"),
     pytest.param(upstream("nowhere", cwd="missing-dir"),
-                 ["mcp/expose.json: upstreams[0] (id 'nowhere'): field 'cwd': {home}/missing-dir is not a "
-                  "folder"], id="cwd-missing"),
+                 ["mcp/expose.json: upstreams[0] (id 'nowhere'): field 'cwd': {home}/missing-dir does not "
+                  "exist"], id="cwd-missing"),
+    pytest.param(upstream("long", cwd="x" * 5000),
+                 ["mcp/expose.json: upstreams[0] (id 'long'): field 'cwd': {home}/" + "x" * 5000
+                  + " cannot be looked at: File name too long"], id="cwd-too-long"),
+    pytest.param(upstream("longcmd", command="/" + "y" * 5000),
+                 ["mcp/expose.json: upstreams[0] (id 'longcmd'): field 'command': '/" + "y" * 5000
+                  + "' cannot be looked at: File name too long"], id="command-too-long"),
     pytest.param(upstream("escapes", args=("/etc/passwd",)),
                  ["mcp/expose.json: upstreams[0] (id 'escapes'): isolation guard: args[0] '/etc/passwd'"],
                  id="isolation"),
@@ -109,6 +115,13 @@ def hook(hid: str, command: str, *, enabled: bool = True) -> HookSpec:
     pytest.param(hook("cc", '"$CLAUDE_PROJECT_DIR"/hooks/scripts/gone.sh'),
                  ["hooks[0] (id 'cc'): field 'command': runs '{home}/hooks/scripts/gone.sh' does not exist"],
                  [], id="claude-project-dir"),
+    pytest.param(hook("rel", "python3 hooks/scripts/gone.py"),
+                 ["hooks[0] (id 'rel'): field 'command': names hooks/scripts/gone.py, which does not exist"],
+                 [], id="relative-to-the-home"),
+    pytest.param(hook("rel-ok", "python3 hooks/scripts/real.py --strict"), [], [], id="relative-exists"),
+    pytest.param(hook("long", "python3 {hooks}/" + "x" * 5000),
+                 ["hooks[0] (id 'long'): field 'command': names {hooks}/" + "x" * 5000 + ", which cannot be "
+                  "looked at: File name too long"], [], id="name-too-long-is-a-finding-not-a-crash"),
     pytest.param(hook("pipe", "cat | no-such-program-xyz"), [], [], id="shell-syntax-is-left-to-the-shell"),
     pytest.param(hook("elsewhere", "python3 /opt/elsewhere/x.py"), [], [], id="outside-the-home-not-guessed"),
 ])
@@ -134,8 +147,21 @@ def tool(tid: str, name: str) -> ToolEntry:
 @pytest.mark.parametrize(("tools", "expose", "expected"), [
     pytest.param([tool("a", "A")], [ExposeEntry("up", "t", "up_t")], [], id="no-collision"),
     pytest.param([tool("a", "A"), tool("b", "a")], [],
-                 ["tools/tools.register.json: tools[1] (id 'b'): field 'name': display name 'a' is also the "
-                  "name of tool 'a', which wins"], id="display-name-is-another-id"),
+                 ["tools/tools.register.json: tools[1] (id 'b'): field 'name': display name 'a' is the id of "
+                  "tool 'a', which wins (ids are looked up first): reach this tool by its id"],
+                 id="display-name-is-an-earlier-id"),
+    pytest.param([tool("b", "a"), tool("a", "A")], [],
+                 ["tools/tools.register.json: tools[0] (id 'b'): field 'name': display name 'a' is the id of "
+                  "tool 'a', which wins"], id="display-name-is-a-later-id"),
+    pytest.param([tool("a", "Same"), tool("b", "Same")], [],
+                 ["tools/tools.register.json: tools[1] (id 'b'): field 'name': display name 'Same' is also "
+                  "the display name of tool 'a', listed earlier, which wins"], id="two-display-names"),
+    pytest.param([tool("a", "toolfunnel_howto")], [],
+                 ["tools/tools.register.json: tools[0] (id 'a'): field 'name': display name "
+                  "'toolfunnel_howto' is a meta-tool's name"], id="display-name-is-a-meta-tool"),
+    pytest.param([tool("a", "Shown")], [ExposeEntry("up", "t", "Shown")],
+                 ["mcp/expose.json: expose[0] (up/t): field 'as': surfaced name 'Shown' is taken by tool 'a' "
+                  "(its display name), which wins"], id="as-is-a-local-display-name"),
     pytest.param([tool("a", "A")], [ExposeEntry("up", "t", "a")],
                  ["mcp/expose.json: expose[0] (up/t): field 'as': surfaced name 'a' is taken by tool 'a', "
                   "which wins"], id="as-is-a-local-id"),
@@ -156,6 +182,42 @@ def test_name_findings(tools: list[ToolEntry], expose: list[ExposeEntry], expect
     assert len(got) == len(expected)
     for line, want in zip(got, expected, strict=True):
         assert line.startswith(want), line
+
+
+@pytest.mark.parametrize(("state", "overlay", "expected"), [
+    pytest.param({"danger": {"enabled": False}}, {"pre-tool-use/deny-dangerous": True}, [], id="all-known"),
+    pytest.param({"dangr": {"enabled": False}}, {},
+                 ["tools/tools.state.json: 'dangr': names no tool (did you mean 'danger'?); the switch has "
+                  "no effect"], id="tool-typo"),
+    pytest.param({"demo_anything": {"hot": True}, "toolfunnel_howto": {"hot": False}}, {}, [],
+                 id="upstream-prefix-and-meta"),
+    pytest.param({}, {"pre-tool-use/deny-dangerus": True},
+                 ["hooks/hooks.state.json: 'pre-tool-use/deny-dangerus': names no hook (did you mean "
+                  "'pre-tool-use/deny-dangerous'?); the switch has no effect"], id="hook-typo"),
+])
+def test_overlay_switches_that_name_nothing_are_warnings(
+        home: Path, state: dict[str, Any], overlay: dict[str, bool], expected: list[str]) -> None:
+    """A typo in an overlay key leaves the tool or hook as it was (maybe looser than meant): check
+    warns, naming the nearest real name."""
+    from tfunnel.check import runtime
+    from tfunnel.home_files import read_home
+
+    (home / "tools" / "tools.state.json").write_text(json.dumps(state))
+    (home / "hooks" / "hooks.state.json").write_text(json.dumps(overlay))
+    found = [p for p in runtime(read_home(home)) if "names no" in p.message]
+    assert [str(p) for p in found] == expected
+    assert all(p.severity == "warning" for p in found)
+
+
+def test_a_switch_beside_the_wrapped_hook_state_is_refused(home: Path) -> None:
+    """In the wrapped form {"enabled": {...}} a switch beside "enabled" would be lost: the file
+    is refused (a start names it), never read without it."""
+    (home / "hooks" / "hooks.state.json").write_text(json.dumps(
+        {"enabled": {}, "_note": "comments are fine", "pre-tool-use/guard-danger-demo": True}))
+    done = subprocess.run(gateway_argv(home, "check"), capture_output=True, text=True, timeout=30)
+    assert done.returncode == 1
+    assert ("hooks/hooks.state.json: 'pre-tool-use/guard-danger-demo': is beside \"enabled\"" in done.stdout)
+    assert "_note" not in done.stdout
 
 
 def broken_home(home: Path) -> None:

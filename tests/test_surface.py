@@ -185,6 +185,19 @@ DOCS = [
 ]
 
 
+def test_a_search_cannot_probe_reference_instructions() -> None:
+    """A reference tool's instructions (its action, handed over only through the gate) are not
+    searched; a gateway tool's instructions are."""
+    register = Register(tools=(
+        ToolEntry(id="deploy-notes", name="Deploy notes", mode="reference", instructions="token hunter2"),
+        ToolEntry(id="runner", name="Runner", invoke=Invoke("shell", "true"), instructions="uses hunter3"),
+    ))
+    cat = Catalog(register, ToolState())
+    assert cat.briefs(query="hunter2") == []
+    assert [b["id"] for b in cat.briefs(query="hunter3")] == ["runner"]
+    assert [b["id"] for b in cat.briefs(query="deploy")] == ["deploy-notes"]
+
+
 @pytest.mark.parametrize(
     ("query", "limit", "expected"),
     [

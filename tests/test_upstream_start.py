@@ -16,7 +16,7 @@ from tests.httpgw import http_gateway
 from tests.test_http import ACCEPT, open_session
 from tests.test_reload import next_notification
 from tests.upstreams import mock_upstream, set_upstreams
-from tests.wire import Wire, gateway, gateway_argv, wait_gone
+from tests.wire import Wire, gateway, gateway_argv, wait_for_file, wait_gone
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -42,7 +42,7 @@ def hung(home: Path, upstream_id: str = "slow", delay: float = 60) -> dict[str, 
 
 async def stop_and_reap(wire: Wire, home: Path, *upstream_ids: str) -> None:
     """End the gateway (stdin EOF): it exits 0 and the still-starting upstreams are gone with it."""
-    pids = [int((home / f"{u}.pid").read_text()) for u in upstream_ids]
+    pids = [int(await wait_for_file(home / f"{u}.pid")) for u in upstream_ids]
     await wire.close_stdin()
     assert await wire.wait_exit() == 0
     assert await wait_gone(pids) == []
@@ -124,7 +124,7 @@ async def test_http_answers_at_once_while_an_upstream_hangs(home: Path) -> None:
                                  json={"jsonrpc": "2.0", "id": 3, "method": "tools/call",
                                        "params": run_tool("hash", {"text": "abc"})})
         ready = await http.get(f"{gw.url}/readyz")
-        pid = int((home / "slow.pid").read_text())
+        pid = int(await wait_for_file(home / "slow.pid"))
         gw.proc.send_signal(signal.SIGTERM)
         assert await gw.wait_exit() == 143
     assert await wait_gone([pid]) == []
@@ -133,16 +133,27 @@ async def test_http_answers_at_once_while_an_upstream_hangs(home: Path) -> None:
     assert ready.status_code == 503
 
 
+def started(stderr: str) -> list[str]:
+    """The upstreams a gateway process spawned, from its log."""
+    return [entry["upstream"] for entry in map(json.loads, filter(None, stderr.splitlines()[1:]))
+            if entry.get("event") == "upstream starting"]
+
+
 def test_cli_call_starts_only_the_upstream_it_needs(home: Path) -> None:
     """`tfunnel call` of a local tool starts no upstream (a hung one included); of an upstream
-    tool, only that upstream."""
-    set_start_window(home, WINDOW_S)
-    set_upstreams(home, hung(home), mock_upstream("fine", "--pid-file", str(home / "fine.pid")))
-    local = subprocess.run([*gateway_argv(home), "call", "hash", '{"text": "abc"}'], capture_output=True,
-                           text=True, timeout=PROMPT_S)
+    tool, only that upstream; a listing of every tool waits for every upstream's start."""
+    set_start_window(home, 5)
+    set_upstreams(home, hung(home), mock_upstream("fine", "--tools", "echo"))
+    local = subprocess.run([*gateway_argv(home, "--log-format", "json"), "call", "hash", '{"text": "abc"}'],
+                           capture_output=True, text=True, timeout=PROMPT_S)
     assert local.returncode == 0 and "ba7816bf" in local.stdout
-    assert not (home / "slow.pid").exists() and not (home / "fine.pid").exists()
-    upstream = subprocess.run([*gateway_argv(home), "call", "fine_echo", '{"text": "up"}'],
-                              capture_output=True, text=True, timeout=PROMPT_S * 2)
+    assert started(local.stderr) == []
+    upstream = subprocess.run([*gateway_argv(home, "--log-format", "json"), "call", "fine_echo",
+                               '{"text": "up"}'], capture_output=True, text=True, timeout=PROMPT_S * 2)
     assert upstream.returncode == 0 and "up" in upstream.stdout, upstream.stderr
-    assert (home / "fine.pid").exists() and not (home / "slow.pid").exists()
+    assert started(upstream.stderr) == ["fine"]
+    listing = subprocess.run([*gateway_argv(home, "--log-format", "json"), "call", "toolfunnel_list_tools",
+                              '{"category": "mcp:fine"}'], capture_output=True, text=True,
+                             timeout=PROMPT_S * 3)
+    assert listing.returncode == 0 and "fine_echo" in listing.stdout, listing.stderr
+    assert sorted(started(listing.stderr)) == ["fine", "slow"]

@@ -6,7 +6,8 @@ import os
 import signal
 from collections.abc import AsyncIterator, Callable, Collection, Mapping
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -19,10 +20,10 @@ from tfunnel.check import runtime as runtime_checks
 from tfunnel.config.expose import EXPOSE_FILE
 from tfunnel.config.home import child_environment
 from tfunnel.config.load import REGISTER_FILE, STATE_FILE
-from tfunnel.config.watch import watch_files
+from tfunnel.config.watch import Signature, signature, watch_files
 from tfunnel.gate.engine import HookEngine
 from tfunnel.gate.manifest import HOOK_STATE_FILE, MANIFEST_FILE
-from tfunnel.home_files import read_home
+from tfunnel.home_files import HomeReading, read_home
 from tfunnel.live import Live
 from tfunnel.observe import Observer
 from tfunnel.router import Router
@@ -46,6 +47,10 @@ EXIT_SIGINT = 128 + signal.SIGINT
 EXIT_SIGTERM = 128 + signal.SIGTERM
 
 
+# The files applied live (everything but toolfunnel.json, read at start only).
+LIVE_FILES = (REGISTER_FILE, STATE_FILE, MANIFEST_FILE, HOOK_STATE_FILE, LOG_CONFIG_FILE, EXPOSE_FILE)
+
+
 @dataclass
 class Gateway:
     home: Path
@@ -55,18 +60,19 @@ class Gateway:
     supervisor: Supervisor
     surface: Surface
     router: Router
+    # The live files' signatures from just before the start read them: the watcher begins from
+    # these, so an edit that lands while the gateway starts is still applied.
+    read_as: dict[Path, Signature] = field(default_factory=dict)
 
 
 def build(home: Path, environ: Mapping[str, str] | None = None, observer: Observer | None = None) -> Gateway:
     """Load and validate the home and wire the components; raise `ConfigError` naming every
     problem of every file that refuses a start (the same reading `tfunnel check` reports)."""
+    read_as = {home / name: signature(home / name) for name in LIVE_FILES}
     start = read_home(home)
     start.refuse_start()
     live = Live(home, start)  # logs the warnings, and a broken log config (the audit log is off)
-    for finding in runtime_checks(start, child_environment(home, environ)):
-        # What `tfunnel check` reports too: the parts that will fail, and who wins a name.
-        report = log.error if finding.severity == "error" else log.warning
-        report("config check", problem=str(finding))
+    _log_runtime_checks(start, child_environment(home, environ))
     settings = live.settings
     audit = AuditLog(home, live.log_config)
     env = child_environment(home, environ)
@@ -79,7 +85,20 @@ def build(home: Path, environ: Mapping[str, str] | None = None, observer: Observ
     runner = LocalRunner(home, settings.limits, environ)
     surface = Surface(lambda: live.catalog, lambda: gate, runner, supervisor, audit, observer, Parking())
     router = Router(lambda: live.settings, surface, gate, audit, observer, tools_changed=live.tools_changed)
-    return Gateway(home, live, audit, gate, supervisor, surface, router)
+    return Gateway(home, live, audit, gate, supervisor, surface, router, read_as)
+
+
+def _log_runtime_checks(start: HomeReading, env: Mapping[str, str]) -> None:
+    """Log what `tfunnel check` reports beyond the files: the parts that will fail, who wins a name.
+    Advice only: a failure of the checks themselves never refuses a start."""
+    try:
+        findings = list(runtime_checks(start, env))
+    except Exception:
+        log.exception("the config checks failed; serving without them")
+        return
+    for finding in findings:
+        report = log.error if finding.severity == "error" else log.warning
+        report("config check", problem=str(finding))
 
 
 def watched_files(gateway: Gateway) -> dict[Path, Callable[[], object]]:
@@ -124,7 +143,7 @@ async def running(gateway: Gateway, only: Collection[str] | None = None) -> Asyn
     upstreams to start (default: every enabled one)."""
     async with trio.open_nursery() as nursery:
         await nursery.start(_start_upstreams, gateway, only)
-        nursery.start_soon(watch_files, watched_files(gateway))
+        nursery.start_soon(partial(watch_files, watched_files(gateway), seen=gateway.read_as))
         await nursery.start(gateway.surface.parking.run)
         yield nursery
         nursery.cancel_scope.cancel()

@@ -13,7 +13,7 @@ from pathlib import Path
 from tfunnel import preflight
 from tfunnel.config.expose import EXPOSE
 from tfunnel.config.home import child_environment
-from tfunnel.config.load import REGISTER
+from tfunnel.config.load import REGISTER, STATE
 from tfunnel.errors import ConfigProblem
 from tfunnel.gate.manifest import HOOK_STATE, MANIFEST, with_overlay
 from tfunnel.home_files import HomeReading, read_home
@@ -45,6 +45,9 @@ def runtime(reading: HomeReading, env: Mapping[str, str] | None = None) -> Itera
         groups.append(preflight.register_findings(register, home))
         if expose is not None:
             groups.append(preflight.name_findings(register, expose))
+            state = reading.get(STATE).value
+            if state is not None and manifest is not None and overlay is not None:
+                groups.append(preflight.overlay_findings(register, expose, state, manifest, overlay))
     yield from preflight.all_findings(groups).all()
 
 

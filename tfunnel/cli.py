@@ -9,7 +9,7 @@ import json
 import math
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 import structlog
@@ -112,7 +112,10 @@ def parser() -> argparse.ArgumentParser:
     subs["call"].add_argument("name", help="a tool id or name, or a meta-tool")
     subs["call"].add_argument("args", nargs="?", default="{}", help="arguments as a JSON object")
     subs["tool"].add_argument("action", choices=tuple(TOOL_ACTIONS))
-    subs["tool"].add_argument("id", help="the tool's surfaced name (a register id or a meta-tool)")
+    subs["tool"].add_argument("id", help="the tool's surfaced name (a register id, a meta-tool, or an "
+                              "upstream tool's name, checked by starting that upstream)")
+    subs["tool"].add_argument("--force", action="store_true",
+                              help="write an upstream tool's name without starting its upstream to check it")
     add_mcp_arguments(subs["mcp"], lambda s: _global_options(s, top=False))
     subs["hook"].add_argument("action", choices=("list", "enable", "disable", "remove"))
     subs["hook"].add_argument("id", nargs="?", help="the hook's id (all but list)")
@@ -161,7 +164,7 @@ def _main(argv: Sequence[str] | None) -> int:
             return _probe(home)
         if command == "mcp":
             return mcp_command(home.path, args.action, args.id, upstream_command, AddOptions.from_args(args))
-        return _tool(home, args.action, args.id)
+        return _tool(home, args.action, args.id, args.force)
     except ConfigError as exc:
         for problem in exc.problems:
             print(f"tfunnel: {problem}", file=sys.stderr)
@@ -239,7 +242,10 @@ def _call(home: ResolvedHome, name: str, raw_args: str) -> int:
     async def run() -> Any:
         # Only the upstreams this call may need are started (none for a local tool); the
         # surface waits for the one that owns the tool.
-        async with running(gateway, needed_upstreams(gateway.live, name, call_args)):
+        needed = needed_upstreams(gateway.live, name, call_args)
+        async with running(gateway, needed):
+            if needed is None:  # a listing of every tool: let every upstream have its start
+                await gateway.live.started.wait()
             return await gateway.surface.run_named(name, call_args, CallContext(session_id="cli"))
 
     try:
@@ -303,23 +309,42 @@ def _tools(home: ResolvedHome) -> int:
     return 0
 
 
+def _upstream_tool_names(home: ResolvedHome, upstream_ids: Collection[str]) -> tuple[set[str], str]:
+    """Start `upstream_ids` once and return the names their tools surface as, and why any of
+    them did not come up ("" when all did)."""
+    gateway = build(home.path)
+
+    async def probe() -> tuple[set[str], str]:
+        async with running(gateway, upstream_ids):
+            problems = [p for uid in upstream_ids if (p := await gateway.supervisor.wait_ready(uid))]
+            return {tool.surfaced for tool in gateway.live.catalog.upstream}, "; ".join(problems)
+
+    return trio.run(probe)
+
+
 def _yn(flag: bool) -> str:
     return "yes" if flag else "no"
 
 
-def _tool(home: ResolvedHome, action: str, name: str) -> int:
+def _tool(home: ResolvedHome, action: str, name: str, force: bool) -> int:
     catalog = Catalog(load_register(home.path), load_state(home.path)[0])
-    known = {r.name for r in catalog.rows()}
-    # Upstream tools are named by the gateway once it has listed them; offline we accept any name
-    # an upstream of this home can surface: an expose `as`, or `<upstream id>_<tool>`.
     expose = load_expose(home.path)
-    known |= {e.as_name for e in expose.expose}
-    upstream_prefix = any(name.startswith(f"{u.id}_") for u in expose.upstreams)
-    if name not in known and not upstream_prefix:
-        near = difflib.get_close_matches(name, sorted(known), n=5, cutoff=0.6)
-        hint = f"did you mean {', '.join(repr(n) for n in near)}?" if near else "`tfunnel tools` lists them"
-        print(f"tfunnel tool: no tool with surfaced name {name!r}; {hint}", file=sys.stderr)
-        return 1
+    known = {r.name for r in catalog.rows()} | {e.as_name for e in expose.expose if e.enabled}
+    problem = ""
+    if name not in known:
+        # An upstream's tool names are known once it listed them: start the upstream that would
+        # own this name (only that one) and look.
+        candidates = owners(name, (u.id for u in expose.upstreams if u.enabled), expose.expose)
+        if candidates and not force:
+            listed, problem = _upstream_tool_names(home, candidates)
+            known |= listed
+        if name not in known and not (force and candidates):
+            near = difflib.get_close_matches(name, sorted(known), n=5, cutoff=0.6)
+            hint = (f"did you mean {', '.join(repr(n) for n in near)}?" if near
+                    else "`tfunnel tools` lists them")
+            why = f" ({problem}; --force writes it anyway)" if problem else ""
+            print(f"tfunnel tool: no tool with surfaced name {name!r}{why}; {hint}", file=sys.stderr)
+            return 1
     path = home.path / STATE_FILE
     raw: dict[str, Any] = {}
     if path.exists():

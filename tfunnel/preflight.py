@@ -3,29 +3,30 @@
 Each function looks at loaded, valid config and the machine (files, `PATH`), never starts a
 process, and returns `ConfigProblem`s naming file, entry and field. Errors are what would make a
 part of the gateway unusable (an upstream that cannot start, a hook or a script tool that cannot
-run); warnings are what serve resolves by a rule and logs (which of two colliding names wins).
-`serve` logs the same findings at start, so both agree on what is wrong.
+run); warnings are what serve resolves by a rule (which of two colliding names wins) or ignores
+(an overlay switch that names nothing). `serve` logs the same findings at start, so both agree on
+what is wrong. Nothing here raises for a path the system refuses to look at: that is a finding.
 """
 
 from __future__ import annotations
 
+import difflib
 import os
 import shlex
 import shutil
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Literal
 
-from tfunnel.config.expose import EXPOSE_FILE, TRANSPORTS, ExposeConfig, UpstreamSpec
-from tfunnel.config.load import REGISTER_FILE
-from tfunnel.config.model import META_TOOL_NAMES, Register
+from tfunnel.config.expose import AVAILABLE_TRANSPORTS, EXPOSE_FILE, ExposeConfig
+from tfunnel.config.load import REGISTER_FILE, STATE_FILE
+from tfunnel.config.model import META_TOOL_NAMES, Register, ToolState
 from tfunnel.errors import ConfigProblem
-from tfunnel.gate.manifest import MANIFEST_FILE, HookManifest, HookSpec
+from tfunnel.gate.manifest import HOOK_STATE_FILE, MANIFEST_FILE, HookManifest, HookSpec
+from tfunnel.gate.runner import hook_variables
 from tfunnel.tools.resolve import ScriptNotRunnable, resolve_script, script_argv
 from tfunnel.upstream.isolation import isolation_problems
-
-# Transports this version can start (the others are valid config, refused at start).
-AVAILABLE_TRANSPORTS = frozenset({"stdio"})
 
 
 @dataclass
@@ -48,6 +49,21 @@ def _label(kind: str, index: int, ident: str) -> str:
     return f"{kind}[{index}] (id {ident!r})"
 
 
+Kind = Literal["file", "dir", "other", "missing"]
+
+
+def path_kind(path: Path) -> Kind | str:
+    """What is at `path`, or why the system would not say (a name too long, no permission, a NUL)."""
+    try:
+        if path.is_file():
+            return "file"
+        if path.is_dir():
+            return "dir"
+        return "other" if os.path.lexists(path) else "missing"
+    except (OSError, ValueError) as exc:
+        return f"cannot be looked at: {exc.strerror if isinstance(exc, OSError) and exc.strerror else exc}"
+
+
 def upstream_findings(expose: ExposeConfig, home: Path, env: Mapping[str, str]) -> Findings:
     """Enabled upstreams that would not start: transport not available here, isolation refusal,
     command not found (on the upstream's own `PATH`) or not executable, `cwd` missing."""
@@ -59,36 +75,40 @@ def upstream_findings(expose: ExposeConfig, home: Path, env: Mapping[str, str]) 
         if spec.transport not in AVAILABLE_TRANSPORTS:
             found.errors.append(ConfigProblem(
                 EXPOSE_FILE, f"transport {spec.transport!r} is not available in this version "
-                f"(available: {', '.join(sorted(AVAILABLE_TRANSPORTS))}; known: {', '.join(TRANSPORTS)})",
-                label, "transport"))
+                f"(available: {', '.join(AVAILABLE_TRANSPORTS)})", label, "transport"))
             continue
         found.errors += [ConfigProblem(EXPOSE_FILE, f"isolation guard: {text}", label)
                          for text in isolation_problems(spec, home)]
         cwd = spec.resolved_cwd(home)
-        if not cwd.is_dir():
-            found.errors.append(ConfigProblem(EXPOSE_FILE, f"{cwd} is not a folder", label, "cwd"))
+        kind = path_kind(cwd)
+        if kind != "dir":
+            what = "does not exist" if kind == "missing" else "is not a folder" if kind in ("file", "other") \
+                else kind
+            found.errors.append(ConfigProblem(EXPOSE_FILE, f"{cwd} {what}", label, "cwd"))
             continue
-        problem = _command_problem(spec, cwd, {**env, **spec.env})
+        problem = program_problem(spec.command, cwd, {**env, **spec.env}.get("PATH", os.defpath))
         if problem is not None:
             found.errors.append(ConfigProblem(EXPOSE_FILE, problem, label, "command"))
     return found
 
 
-def _command_problem(spec: UpstreamSpec, cwd: Path, env: Mapping[str, str]) -> str | None:
-    return program_problem(spec.command, cwd, env.get("PATH", os.defpath))
-
-
 def program_problem(program: str, cwd: Path, path: str) -> str | None:
     """Why `program` (as exec would look it up from `cwd` with `path`) cannot run, else None."""
-    if "/" in program:
-        target = Path(program) if Path(program).is_absolute() else cwd / program
-        if not target.is_file():
-            return f"{program!r} does not exist" + ("" if target == Path(program) else f" ({target})")
-        if not os.access(target, os.X_OK):
-            return f"{program!r} is not executable"
-        return None
-    if shutil.which(program, path=path) is None:
-        return f"{program!r} is not found on PATH"
+    if "/" not in program:
+        try:
+            found = shutil.which(program, path=path)
+        except (OSError, ValueError):
+            found = None
+        return None if found is not None else f"{program!r} is not found on PATH"
+    target = Path(program) if Path(program).is_absolute() else cwd / program
+    shown = "" if target == Path(program) else f" ({target})"
+    kind = path_kind(target)
+    if kind == "missing":
+        return f"{program!r} does not exist{shown}"
+    if kind != "file":
+        return f"{program!r} is not a file{shown}" if kind in ("dir", "other") else f"{program!r} {kind}"
+    if not os.access(target, os.X_OK):
+        return f"{program!r} is not executable"
     return None
 
 
@@ -108,9 +128,8 @@ def hook_findings(manifest: HookManifest, home: Path, env: Mapping[str, str]) ->
 
 def _hook_problems(spec: HookSpec, hooks_dir: Path, home: Path, env: Mapping[str, str]) -> list[str]:
     # The variables the runner sets, expanded as the shell would for the simple forms.
-    names = {"CLAUDE_PROJECT_DIR": str(home), "HOOKS_DIR": str(hooks_dir), "TFUNNEL_HOME": str(home)}
     command = spec.command
-    for name, value in names.items():
+    for name, value in hook_variables(home, hooks_dir).items():
         command = command.replace(f"${{{name}}}", value).replace(f"${name}", value)
     try:
         words = shlex.split(command)
@@ -119,15 +138,20 @@ def _hook_problems(spec: HookSpec, hooks_dir: Path, home: Path, env: Mapping[str
     if not words or "$" in words[0] or any(c in command for c in "|;&`<>"):
         return []
     problems: list[str] = []
-    program = program_problem(words[0], home, env.get("PATH", os.defpath))
+    program = program_problem(words[0], home, env.get("PATH", os.defpath))  # hooks run in the home
     if program is not None:
         problems.append(f"runs {program}")
     for word in words[1:]:
-        candidate = Path(word)
-        inside = candidate.is_absolute() and (candidate.is_relative_to(home) or
-                                              candidate.is_relative_to(hooks_dir))
-        if inside and not candidate.exists():
+        if word.startswith("-") or "/" not in word or "$" in word:
+            continue  # an option, a plain word, or something only the shell can expand
+        candidate = Path(word) if Path(word).is_absolute() else home / word
+        if not (candidate.is_relative_to(home) or candidate.is_relative_to(hooks_dir)):
+            continue  # outside the home: not ours to guess about
+        kind = path_kind(candidate)
+        if kind == "missing":
             problems.append(f"names {word}, which does not exist")
+        elif kind not in ("file", "dir", "other"):
+            problems.append(f"names {word}, which {kind}")
     return problems
 
 
@@ -145,30 +169,66 @@ def register_findings(register: Register, home: Path) -> Findings:
 
 
 def name_findings(register: Register, expose: ExposeConfig) -> Findings:
-    """Names that collide, and which one wins (SPEC §3: local first, then config order): local
-    ids and display names, meta-tool names, enabled expose `as` names."""
+    """Names that collide, and which one wins, by the lookup the surface uses: a register tool is
+    found by its id before any display name, display names in register order; an upstream tool
+    never takes a name a register tool answers to (nor a meta-tool's), expose entries in order."""
     found = Findings()
-    owner: dict[str, str] = {name: "a meta-tool" for name in META_TOOL_NAMES}
+    ids = {entry.id: entry for entry in register.tools}
+    shown: dict[str, str] = {}  # display name -> the id of the first tool showing it
     for index, entry in enumerate(register.tools):
+        if entry.name == entry.id:
+            continue
         label = _label("tools", index, entry.id)
-        owner.setdefault(entry.id, f"tool {entry.id!r}")
-        if entry.name != entry.id:
-            winner = owner.setdefault(entry.name, f"tool {entry.id!r} (its display name)")
-            if winner != f"tool {entry.id!r} (its display name)":
-                found.warnings.append(ConfigProblem(
-                    REGISTER_FILE, f"display name {entry.name!r} is also the name of {winner}, "
-                    "which wins: this tool is reached by its id only", label, "name"))
+        if entry.name in ids:
+            why = f"is the id of tool {entry.name!r}, which wins (ids are looked up first)"
+        elif entry.name in META_TOOL_NAMES:
+            why = "is a meta-tool's name, which wins on the top level and in `tfunnel call`"
+        elif entry.name in shown:
+            why = f"is also the display name of tool {shown[entry.name]!r}, listed earlier, which wins"
+        else:
+            shown[entry.name] = entry.id
+            continue
+        found.warnings.append(ConfigProblem(REGISTER_FILE, f"display name {entry.name!r} {why}: reach "
+                                            "this tool by its id", label, "name"))
+    taken: dict[str, str] = {name: "a meta-tool" for name in META_TOOL_NAMES}
+    taken |= {tid: f"tool {tid!r}" for tid in ids}
+    taken |= {name: f"tool {tid!r} (its display name)" for name, tid in shown.items() if name not in taken}
     for index, item in enumerate(expose.expose):
         if not item.enabled:
             continue
-        label = f"expose[{index}] ({item.upstream}/{item.tool})"
         mine = f"expose entry {item.upstream}/{item.tool}"
-        winner = owner.setdefault(item.as_name, mine)
+        winner = taken.setdefault(item.as_name, mine)
         if winner != mine:
             found.warnings.append(ConfigProblem(
                 EXPOSE_FILE, f"surfaced name {item.as_name!r} is taken by {winner}, which wins: "
-                "this upstream tool is left out of the surface", label, "as"))
+                "this upstream tool is left out of the surface", f"expose[{index}] ({item.upstream}/"
+                f"{item.tool})", "as"))
     return found
+
+
+def overlay_findings(register: Register, expose: ExposeConfig, state: ToolState, manifest: HookManifest,
+                     hook_overlay: Mapping[str, bool]) -> Findings:
+    """Overlay switches that name nothing (a typo leaves the tool or hook as it was, which may be
+    looser than the operator meant): state keys that are no meta-tool, register id, expose name
+    or `<upstream id>_` name; hook-state keys that are no hook id."""
+    found = Findings()
+    names = {*META_TOOL_NAMES, *(e.id for e in register.tools), *(e.as_name for e in expose.expose)}
+    prefixes = tuple(f"{u.id}_" for u in expose.upstreams)
+    for key in state.entries:
+        if key not in names and not key.startswith(prefixes):
+            found.warnings.append(ConfigProblem(STATE_FILE, f"names no tool{_nearest(key, names)}; the "
+                                                "switch has no effect", repr(key)))
+    hook_ids = [h.id for h in manifest.hooks]
+    for key in hook_overlay:
+        if key not in hook_ids:
+            found.warnings.append(ConfigProblem(HOOK_STATE_FILE, f"names no hook{_nearest(key, hook_ids)}; "
+                                                "the switch has no effect", repr(key)))
+    return found
+
+
+def _nearest(name: str, known: Iterable[str]) -> str:
+    near = difflib.get_close_matches(name, sorted(known), n=1)
+    return f" (did you mean {near[0]!r}?)" if near else ""
 
 
 def all_findings(groups: Iterable[Findings]) -> Findings:

@@ -33,12 +33,17 @@ async def watch_files(
     *,
     interval: float = POLL_INTERVAL_S,
     debounce: float = DEBOUNCE_S,
+    seen: Mapping[Path, Signature] | None = None,
 ) -> None:
-    """Call `callbacks[path]()` after `path` changes (created, edited, replaced or removed)."""
-    seen = {path: signature(path) for path in callbacks}
+    """Call `callbacks[path]()` after `path` changes (created, edited, replaced or removed).
+
+    `seen` holds the signatures taken just before the files were first read: a change between
+    that read and the start of the watch is then noticed too (instead of becoming the baseline)."""
+    known = {path: (seen[path] if seen is not None and path in seen else signature(path))
+             for path in callbacks}
     while True:
         await trio.sleep(interval)
-        changed = [path for path in callbacks if signature(path) != seen[path]]
+        changed = [path for path in callbacks if signature(path) != known[path]]
         if not changed:
             continue
         while True:  # let a burst of writes settle
@@ -47,5 +52,5 @@ async def watch_files(
             if all(signature(path) == marks[path] for path in changed):
                 break
         for path in changed:
-            seen[path] = signature(path)
+            known[path] = signature(path)
             callbacks[path]()

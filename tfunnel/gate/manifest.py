@@ -149,6 +149,10 @@ def load_hook_state(home: Path) -> dict[str, bool]:
 
 def _hook_state(home: Path, raw: dict[str, Any], f: Fields) -> dict[str, bool]:
     if isinstance(raw.get("enabled"), dict):
+        for key in raw:  # the wrapped form is all-or-nothing: a switch beside it would be lost
+            if key != "enabled" and not key.startswith("_"):
+                f.problem('is beside "enabled": in the wrapped form {"enabled": {...}} every switch '
+                          'goes inside "enabled"', repr(key))
         raw = raw["enabled"]
     overlay: dict[str, bool] = {}
     for key, value in raw.items():

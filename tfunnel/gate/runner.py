@@ -22,10 +22,15 @@ from tfunnel.process import ProcessSpec, run_child
 HOOK_OUTPUT_CAP = 256 * 1024
 
 
+def hook_variables(home: Path, hooks_dir: Path) -> dict[str, str]:
+    """The variables a hook command gets besides the gateway's environment (Claude Code's own
+    `CLAUDE_PROJECT_DIR`, and where its scripts live)."""
+    return {"CLAUDE_PROJECT_DIR": str(home), "HOOKS_DIR": str(hooks_dir), "TFUNNEL_HOME": str(home)}
+
+
 async def run_hook(spec: HookSpec, payload: Mapping[str, Any], *, home: Path, hooks_dir: Path,
                    env: Mapping[str, str]) -> HookRun:
-    child_env = {**env, "CLAUDE_PROJECT_DIR": str(home), "HOOKS_DIR": str(hooks_dir),
-                 "TFUNNEL_HOME": str(home)}
+    child_env = {**env, **hook_variables(home, hooks_dir)}
     process = ProcessSpec(
         argv=["/bin/sh", "-c", spec.command],
         cwd=str(home),

@@ -20,14 +20,16 @@ import argparse
 import shlex
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from tfunnel import preflight
 from tfunnel.audit import AuditLog
 from tfunnel.config.atomic import write_json_atomic
 from tfunnel.config.expose import EXPOSE_FILE, ExposeConfig, UpstreamSpec, empty_document, parse_expose
+from tfunnel.config.home import child_environment
 from tfunnel.config.validate import read_json
 from tfunnel.errors import ConfigError, ConfigProblem
 from tfunnel.upstream.isolation import isolation_problems
@@ -253,15 +255,18 @@ def _add(home: Path, raw: dict[str, Any], upstream_id: str, command: list[str],
     spec = config.upstream(upstream_id)
     assert spec is not None
     refusals = isolation_problems(spec, home)
-    warnings = list(refusals)
-    if not spec.resolved_cwd(home).is_dir():
-        warnings.append(f"cwd {spec.resolved_cwd(home)} is not a folder (yet)")
+    # What `tfunnel check` would say about this row (isolation, cwd, command on PATH), as warnings:
+    # the row is added all the same.
+    lone = ExposeConfig(upstreams=(replace(spec, enabled=True),))
+    warnings = preflight.upstream_findings(lone, home, child_environment(home)).errors
     for warning in warnings:
-        print(f"{_PREFIX} warning: upstream {upstream_id!r}: {warning}", file=sys.stderr)
+        text = warning.message if warning.field is None else f"{warning.field}: {warning.message}"
+        print(f"{_PREFIX} warning: upstream {upstream_id!r}: {text}", file=sys.stderr)
     if refusals:
         print(f"{_PREFIX} warning: the isolation guard refuses {upstream_id!r}: the gateway stops it "
-              "at once, without retrying; add it again with --allow-outside-paths or "
-              "--allow-code-loading-env if that is intended", file=sys.stderr)
+              "at once, without retrying; if that is intended, `tfunnel mcp remove "
+              f"{upstream_id}` and add it again with --allow-outside-paths or --allow-code-loading-env",
+              file=sys.stderr)
     elif warnings:
         print(f"{_PREFIX} warning: the gateway will not start {upstream_id!r} until this is fixed",
               file=sys.stderr)

@@ -182,10 +182,12 @@ class _Brief:
 
 
 def _search_text(entry: ToolEntry) -> str:
-    # The id and display name count twice: a hit there says more than one in the prose.
+    # The id and display name count twice: a hit there says more than one in the prose. A
+    # reference tool's instructions are its action, handed over only through the gate: a search
+    # must not let anyone probe their words.
     params = " ".join(_parameter_names(entry.input_schema))
-    return " ".join([entry.id, entry.id, entry.name, entry.name, entry.summary,
-                     entry.instructions, params])
+    instructions = entry.instructions if entry.mode != "reference" else ""
+    return " ".join([entry.id, entry.id, entry.name, entry.name, entry.summary, instructions, params])
 
 
 def _upstream_text(tool: UpstreamTool) -> str:

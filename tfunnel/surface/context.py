@@ -56,8 +56,8 @@ class Upstreams(Protocol):
 class SupervisedUpstreams(Upstreams, Protocol):
     """Upstreams that come up in the background: a call may wait for the one it needs."""
 
-    def pending_owner(self, name: str) -> str | None:
-        """The upstream that may surface a tool as `name` once it is up, if it is still coming up."""
+    def unready_owner(self, name: str) -> str | None:
+        """The upstream that would surface a tool as `name` once up, if it is not ready now."""
 
     async def wait_ready(self, upstream_id: str) -> str | None:
         """Wait (bounded) while `upstream_id` comes up; None once ready, else why it is not."""

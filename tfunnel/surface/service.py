@@ -71,13 +71,10 @@ class Surface:
             raise ProtocolError(INVALID_PARAMS, 'Invalid params: "arguments" must be an object')
         if catalog.meta_callable(name):
             return await self._guarded(_label(name, args), self._meta(catalog, name, args, ctx))
-        target: Target | None = catalog.hot_local(name) or catalog.direct_upstream(name)
-        if target is None and (owner := self._upstreams.pending_owner(name)) is not None:
-            # A name its upstream will surface once up: wait for that upstream only.
-            problem = await self._upstreams.wait_ready(owner)
-            target = self._catalog().direct_upstream(name)
-            if target is None and problem is not None:
-                return await self._guarded(name, _fail(problem))
+        try:
+            target = await self._find(name, lambda c: c.hot_local(name) or c.direct_upstream(name))
+        except ToolFailure as exc:  # its upstream is not ready: an answer, not an unknown name
+            return await self._guarded(name, _fail(str(exc)))
         if target is not None:
             return await self._guarded(name, self._run(target, args, ctx))
         raise ProtocolError(INVALID_PARAMS, f"Unknown tool: {name}")
@@ -134,17 +131,28 @@ class Surface:
             return await self._hand_over(target, {}, ctx, _instructions(target))
         return ToolResult.text(_instructions(target))
 
+    async def _find(self, name: str, lookup: Callable[[Catalog], Target | None]) -> Target | None:
+        """`lookup` in the current catalog. When it finds nothing and an upstream that is not ready
+        would surface `name`, wait for that upstream only (bounded by its start window) and look
+        again; if there is still nothing, raise `ToolFailure` saying why that upstream is not ready
+        (still starting, restarting, stopped, disabled) rather than calling the name unknown."""
+        target = lookup(self._catalog())
+        if target is not None:
+            return target
+        owner = self._upstreams.unready_owner(name)
+        if owner is None:
+            return None
+        problem = await self._upstreams.wait_ready(owner)
+        target = lookup(self._catalog())
+        if target is None and problem is not None:
+            raise ToolFailure(problem)
+        return target
+
     async def _resolve(self, name: str) -> Target:
         """A local tool (by id, then display name) or an upstream tool (by surfaced name), enabled.
         A name that an upstream still coming up may surface waits for that upstream (bounded)."""
+        target = await self._find(name, lambda c: c.find_local(name) or c.find_upstream(name))
         catalog = self._catalog()
-        target: Target | None = catalog.find_local(name) or catalog.find_upstream(name)
-        if target is None and (owner := self._upstreams.pending_owner(name)) is not None:
-            problem = await self._upstreams.wait_ready(owner)
-            catalog = self._catalog()
-            target = catalog.find_upstream(name)
-            if target is None and problem is not None:
-                raise ToolFailure(problem)
         if target is None:
             raise ToolFailure(f"no tool named {name!r}; toolfunnel_list_tools lists the tools you can use")
         surfaced = target.surfaced if isinstance(target, UpstreamTool) else target.id

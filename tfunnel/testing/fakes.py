@@ -11,7 +11,7 @@ from tfunnel.errors import UpstreamUnavailable
 class NoUpstreams:
     """An `Upstreams` with nothing attached: every call is refused as unavailable."""
 
-    def pending_owner(self, name: str) -> str | None:
+    def unready_owner(self, name: str) -> str | None:
         return None
 
     async def wait_ready(self, upstream_id: str) -> str | None:

@@ -34,11 +34,13 @@ _PER_STRING = 8
 
 def fits_in_env(name: str, value: str, env: Mapping[str, str], argv: Sequence[str], arg_max: int) -> bool:
     """Whether `name=value` can be added to `env` for an exec of `argv` (pure; sizes in bytes)."""
-    entry = len(name.encode()) + 1 + len(value.encode()) + 1
+    # The bytes exec will pass: os.fsencode turns back the undecodable bytes of the gateway's own
+    # environment (held as surrogates) instead of failing on them.
+    entry = len(os.fsencode(name)) + 1 + len(value.encode("utf-8", "surrogatepass")) + 1
     if entry > MAX_ARG_STRLEN:
         return False
-    used = sum(len(k.encode()) + len(v.encode()) + 2 + _PER_STRING for k, v in env.items())
-    used += sum(len(a.encode()) + 1 + _PER_STRING for a in argv)
+    used = sum(len(os.fsencode(k)) + len(os.fsencode(v)) + 2 + _PER_STRING for k, v in env.items())
+    used += sum(len(os.fsencode(a)) + 1 + _PER_STRING for a in argv)
     # Half of ARG_MAX: the real bound also depends on the stack limit, which may be lower.
     return used + entry + _PER_STRING <= arg_max // 2
 

@@ -73,7 +73,9 @@ def isolation_problems(spec: UpstreamSpec, home: Path) -> list[str]:
     for name, value in spec.env.items():
         key = name.upper()
         if key in OPTION_STRING_ENV and value.strip() and not spec.allow_code_loading_env:
-            problems.append(f"env {name} is set ({value!r}); it makes the child load code or options "
+            # The value is not repeated: this text reaches /health and clients, and an option
+            # string may carry a secret.
+            problems.append(f"env {name} is set; it makes the child load code or options "
                             f"from outside its command line; {_CODE_ENV}")
         elif key in PATH_LIST_ENV and not spec.allow_outside_paths:
             problems.extend(_path_list_problems(name, key, value, home, cwd, root))

@@ -20,7 +20,7 @@ from typing import Any
 import structlog
 import trio
 
-from tfunnel.config.expose import ExposeConfig, ExposeEntry, UpstreamSpec
+from tfunnel.config.expose import AVAILABLE_TRANSPORTS, ExposeConfig, ExposeEntry, UpstreamSpec
 from tfunnel.config.model import Limits
 from tfunnel.config.names import owners
 from tfunnel.errors import UpstreamCrashed, UpstreamError, UpstreamUnavailable
@@ -141,10 +141,10 @@ class Upstream:
             self._changed.set()
             self._changed = trio.Event()
 
-    async def wait_ready(self, timeout_s: float) -> str | None:
-        """Wait (at most `timeout_s`) while this upstream is starting or restarting; None once it
-        is ready, else why it is not, naming it (never its stderr)."""
-        with trio.move_on_after(timeout_s):
+    async def wait_ready(self, deadline: float) -> str | None:
+        """Wait (until the trio time `deadline`) while this upstream is starting or restarting;
+        None once it is ready, else why it is not, naming it (never its stderr)."""
+        with trio.move_on_at(deadline):
             while self.state in _COMING:
                 await self._changed.wait()
         return self.unavailable()
@@ -195,7 +195,7 @@ class Upstream:
 
     async def _incarnation(self) -> None:
         spec = self.spec
-        if spec.transport != "stdio":
+        if spec.transport not in AVAILABLE_TRANSPORTS:
             raise child.SpawnFailed(f"upstream {spec.id!r}: transport {spec.transport!r} is not available "
                                     "in this version (stdio only)", permanent=True, final=True)
         problems = isolation_problems(spec, self._ctx.home)
@@ -205,6 +205,7 @@ class Upstream:
         proc = await child.spawn(spec.id, [spec.command, *spec.args], spec.resolved_cwd(self._ctx.home),
                                  {**self._ctx.env, **spec.env})
         self.pid = proc.pid
+        log.info("upstream starting", upstream=spec.id, pid=proc.pid)
         tail = child.StderrTail()
         failure: UpstreamError | None = None
         assert proc.stdin is not None and proc.stdout is not None
@@ -430,7 +431,10 @@ class Supervisor:
         if scope is not None and finished is not None:
             scope.cancel()
             await finished.wait()
-        del self.upstreams[upstream_id]
+        gone = self.upstreams.pop(upstream_id)
+        # Calls waiting for it wake up and look again (for its successor, if there is one).
+        gone.stopped_reason = f"upstream {upstream_id!r} was changed or removed in mcp/expose.json"
+        gone._set(State.STOPPED)
 
     def hurry(self) -> None:
         """The gateway is stopping by a signal: stop children without the usual graces."""
@@ -439,21 +443,26 @@ class Supervisor:
     def statistics(self) -> list[UpstreamStatistics]:
         return [u.statistics() for u in self.upstreams.values()]
 
-    def pending_owner(self, name: str) -> str | None:
-        """The id of an upstream that is starting or restarting and may surface a tool as `name`
-        (once it lists its tools): the upstream of an expose entry naming it, else the one whose
-        `<id>_` prefix it carries (the longest such id)."""
-        coming = [uid for uid, u in self.upstreams.items() if u.state in _COMING]
-        candidates = owners(name, coming, self._expose)
+    def unready_owner(self, name: str) -> str | None:
+        """The id of an upstream that is not ready (starting, restarting, stopped or disabled) and
+        would surface a tool as `name` once up: the upstream of an expose entry naming it, else
+        the one whose `<id>_` prefix it carries (the longest such id)."""
+        unready = [uid for uid, u in self.upstreams.items() if u.state is not State.READY]
+        candidates = owners(name, unready, self._expose)
         return candidates[0] if candidates else None
 
     async def wait_ready(self, upstream_id: str) -> str | None:
-        """Wait, bounded by the start window, while `upstream_id` is starting or restarting; None
-        once it is ready, else why it is not."""
-        upstream = self.upstreams.get(upstream_id)
-        if upstream is None:
-            return f"upstream {upstream_id!r} is not configured"
-        return await upstream.wait_ready(self._startup_deadline_s)
+        """Wait, bounded by the start window, while `upstream_id` is starting or restarting (also
+        across a reconfiguration that replaces it); None once it is ready, else why it is not."""
+        deadline = trio.current_time() + self._startup_deadline_s
+        while True:
+            upstream = self.upstreams.get(upstream_id)
+            if upstream is None:
+                return f"upstream {upstream_id!r} is not configured"
+            problem = await upstream.wait_ready(deadline)
+            if problem is None or self.upstreams.get(upstream_id) is upstream \
+                    or trio.current_time() >= deadline:
+                return problem
 
     def ready_tools(self) -> dict[str, tuple[dict[str, Any], ...]]:
         """The tools of every ready upstream, in config order."""
