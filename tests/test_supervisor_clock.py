@@ -295,3 +295,28 @@ async def test_refusal_that_only_config_heals_is_final(tmp_path: Path, spec: Ups
         assert "/tmp/x.js" not in stats.stopped_reason  # an env value (maybe a secret) is never repeated
     else:
         assert "websocket" in stats.stopped_reason
+
+
+async def test_a_waiting_call_wakes_when_its_upstream_is_removed(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A call waiting for a restarting upstream learns at once that a reload removed it, instead
+    of sleeping out the start window; one waiting across a change waits for the new incarnation."""
+    FakeChild("transient").install(monkeypatch)
+    supervisor = Supervisor(Context(tmp_path, {}, Limits(), Identity("t", "0"), lambda: None,
+                                    jitter=lambda: 0.5), startup_deadline_s=100)
+    answers: list[tuple[float, str | None]] = []
+
+    async def wait() -> None:
+        answer = await supervisor.wait_ready("u")
+        answers.append((trio.current_time(), answer))
+
+    with trio.fail_after(1000):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(supervisor.run, ExposeConfig(upstreams=(spec("u"),)))
+            assert supervisor.unready_owner("u_tool") == "u"
+            nursery.start_soon(wait)
+            await trio.sleep(0.5)
+            supervisor.reconfigure(ExposeConfig())
+            await trio.testing.wait_all_tasks_blocked()
+            nursery.cancel_scope.cancel()
+    assert answers == [(0.5, "upstream 'u' is not configured")]

@@ -28,6 +28,8 @@ FULL = MAX_ARG_STRLEN - len(ARGS_ENV) - 2
     pytest.param("x" * 1000, {}, ["tool", "a" * (ARG_MAX // 2)], ARG_MAX, False, id="argv-already-full"),
     pytest.param("x" * 1000, {}, ["tool"], 4096, True, id="small-arg-max"),
     pytest.param("x" * 3000, {}, ["tool"], 4096, False, id="over-half-a-small-arg-max"),
+    pytest.param("{}", {"BAD": os.fsdecode(b"\xff\xfe")}, ["tool"], ARG_MAX, True,
+                 id="an-environment-that-is-not-utf-8"),
 ])
 def test_fits_in_env(value: str, env: dict[str, str], argv: list[str], arg_max: int, fits: bool) -> None:
     """Arguments go into the environment only when the exec would still succeed, with room to spare."""
@@ -46,6 +48,16 @@ print(json.dumps({
     "path": path,
 }))
 '''
+
+
+async def test_a_gateway_environment_that_is_not_utf_8_still_runs_tools(home: Path) -> None:
+    """A variable of the gateway's own environment that is not UTF-8 (Linux allows any bytes)
+    reaches the tool unchanged and breaks nothing."""
+    async with gateway(home, {"ODD": os.fsdecode(b"caf\xe9")}) as wire:
+        await wire.initialize()
+        reply = await wire.request(1, "tools/call", {"name": "toolfunnel_run_tool",
+                                                     "arguments": {"name": "echo", "args": {"t": "hi"}}})
+    assert reply["result"]["structuredContent"]["args"] == {"t": "hi"}, reply
 
 
 @pytest.mark.parametrize("size", [10, 300_000], ids=["small", "larger-than-the-environment-holds"])

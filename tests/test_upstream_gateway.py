@@ -230,7 +230,9 @@ async def test_failing_upstreams_end_stopped_and_never_block_others(
         assert reason in wire.stderr.decode()
         assert (await call(wire, 1, "fine_echo", {"text": "up"}))["result"]["content"][0]["text"] == "up"
         gone = (await call(wire, 2, f"{upstream['id']}_echo", {"text": "x"}))["result"]
+        # Its tool is not "unknown": the answer says why its upstream cannot take the call.
         assert gone["isError"] is True
+        assert gone["content"][0]["text"].startswith(f"upstream {upstream['id']!r} is stopped ("), gone
 
 
 async def test_payload_timeout_is_rearmed_by_progress_and_cancels_upstream(home: Path) -> None:
