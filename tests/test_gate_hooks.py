@@ -102,7 +102,6 @@ async def test_instructions_of_other_tools_are_not_gated(home: Path) -> None:
     with trio.fail_after(60):
         async with gateway(home) as wire:
             await wire.initialize()
-            await wire.request(0, "tools/list")  # answered once the upstream is up
             local = await call_tool(wire, 1, "toolfunnel_tool_instructions", {"name": "hash"})
             assert "isError" not in local and local["content"][0]["text"].startswith("Hashes the UTF-8 bytes")
             upstream = await call_tool(wire, 2, "toolfunnel_tool_instructions", {"name": "mock_add"})

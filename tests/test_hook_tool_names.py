@@ -12,6 +12,8 @@ import trio
 from mcp import Client
 
 from tests.hooks import set_hooks
+from tests.httpgw import http_gateway
+from tests.test_gate_hooks import REFERENCE, add_reference_tool
 from tests.test_sdk_stdio import sdk_client, text
 from tests.upstreams import mock_upstream, set_upstreams
 from tfunnel.gate.gated import ToolCall
@@ -121,3 +123,28 @@ async def test_matchers_try_every_name_of_an_upstream_tool(home: Path, tmp_path:
             assert not (await client.call_tool("add_numbers", {"a": 1, "b": 2})).is_error
     fired = [m for i, m in enumerate(matchers) if (tmp_path / f"fired-{i}").exists()]
     assert fired == ["add_numbers", "add", "Add Numbers", "mcp__mock__add", "mcp__mock__.*"]
+
+
+async def test_claude_code_names_and_reference_hand_overs_over_http(home: Path, tmp_path: Path) -> None:
+    """Over Streamable HTTP too: a hook checking only tool_name denies the upstream tool by its
+    Claude Code name, and withholds a reference tool's instructions on both meta-tool paths."""
+    methods = home / "methods.log"
+    set_upstreams(home, mock_upstream("mock", "--method-log", str(methods)))
+    add_reference_tool(home)
+    script = tmp_path / "claude_code_hook.py"
+    script.write_text(CLAUDE_CODE_HOOK + '''\
+if payload.get("tool_name") == "deploy-notes":
+    print("not yet", file=sys.stderr)
+    sys.exit(2)
+''')
+    set_hooks(home, {"command": f"{sys.executable} {script}"})
+    with trio.fail_after(60):
+        async with http_gateway(home) as gw, Client(f"{gw.url}/mcp", mode="legacy", cache=None) as client:
+            denied = await client.call_tool("toolfunnel_run_tool",
+                                            {"name": "mock_add", "args": {"a": 1, "b": 2}})
+            assert denied.is_error and text(denied) == "no adding: mcp__mock__add"
+            for tool in ("toolfunnel_tool_instructions", "toolfunnel_run_tool"):
+                withheld = await client.call_tool(tool, {"name": "deploy-notes"})
+                assert withheld.is_error and text(withheld) == "not yet"
+                assert REFERENCE["instructions"] not in text(withheld)
+    assert not methods.exists() or "tools/call" not in methods.read_text().splitlines()
