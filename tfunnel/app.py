@@ -26,6 +26,7 @@ from tfunnel.gate.manifest import HOOK_STATE_FILE, MANIFEST_FILE
 from tfunnel.home_files import HomeReading, read_home
 from tfunnel.live import Live
 from tfunnel.observe import Observer
+from tfunnel.reaper import REAPER
 from tfunnel.router import Router
 from tfunnel.serve.stdio import StdioServer
 from tfunnel.surface.parking import Parking
@@ -137,6 +138,21 @@ def watched_files(gateway: Gateway) -> dict[Path, Callable[[], object]]:
 
 
 @asynccontextmanager
+async def reaping() -> AsyncIterator[None]:
+    """For a gateway process (never inside another program: it adopts the process's orphans):
+    become the subreaper of what we start, sweep orphans of ended runs while serving, and once
+    everything stopped, sweep until none is left (`tfunnel.reaper`)."""
+    REAPER.activate()
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(REAPER.serve)
+            yield
+            nursery.cancel_scope.cancel()
+    finally:
+        await REAPER.final_sweep()
+
+
+@asynccontextmanager
 async def running(gateway: Gateway, only: Collection[str] | None = None) -> AsyncIterator[trio.Nursery]:
     """The gateway's background parts (supervisor, file watcher) around a transport; cancelling
     the yielded nursery's scope shuts everything down, every child reaped. `only` names the
@@ -207,7 +223,7 @@ async def run_stdio(gateway: Gateway) -> int:
     server = StdioServer(gateway.router, live.tools_changed,
                          max_message_bytes=limits.max_message_bytes, grace_s=limits.shutdown_grace_s)
     signals = Signals(gateway)
-    async with running(gateway) as nursery:
+    async with reaping(), running(gateway) as nursery:
         signals.on_stop = nursery.cancel_scope.cancel
         await nursery.start(signals.run)
         log.info("ready", server=live.settings.server_name, version=live.settings.server_version,
@@ -272,7 +288,7 @@ async def run_http(gateway: Gateway, metrics: Metrics, host: str, port: int, gra
         shutdown.set()
 
     signals.on_stop = stop
-    async with running(gateway) as nursery:
+    async with reaping(), running(gateway) as nursery:
         await nursery.start(signals.run)
         nursery.start_soon(notifier.run_watchdog)
         nursery.start_soon(app.reap_idle_sessions)

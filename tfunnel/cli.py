@@ -17,7 +17,7 @@ import trio
 
 from tfunnel import __version__
 from tfunnel import log as logsetup
-from tfunnel.app import BindRefused, build, run_http, run_stdio, running
+from tfunnel.app import BindRefused, build, reaping, run_http, run_stdio, running
 from tfunnel.audit import AuditLog
 from tfunnel.check import check_home
 from tfunnel.config.atomic import sweep_temp_files, write_json_atomic
@@ -243,7 +243,7 @@ def _call(home: ResolvedHome, name: str, raw_args: str) -> int:
         # Only the upstreams this call may need are started (none for a local tool); the
         # surface waits for the one that owns the tool.
         needed = needed_upstreams(gateway.live, name, call_args)
-        async with running(gateway, needed):
+        async with reaping(), running(gateway, needed):
             if needed is None:  # a listing of every tool: let every upstream have its start
                 await gateway.live.started.wait()
             return await gateway.surface.run_named(name, call_args, CallContext(session_id="cli"))
@@ -283,7 +283,7 @@ def _probe(home: ResolvedHome) -> int:
     gateway = build(home.path)
 
     async def probe() -> list[UpstreamStatistics]:
-        async with running(gateway):
+        async with reaping(), running(gateway):
             await gateway.live.started.wait()
             return gateway.supervisor.statistics()
 
@@ -315,7 +315,7 @@ def _upstream_tool_names(home: ResolvedHome, upstream_ids: Collection[str]) -> t
     gateway = build(home.path)
 
     async def probe() -> tuple[set[str], str]:
-        async with running(gateway, upstream_ids):
+        async with reaping(), running(gateway, upstream_ids):
             problems = [p for uid in upstream_ids if (p := await gateway.supervisor.wait_ready(uid))]
             return {tool.surfaced for tool in gateway.live.catalog.upstream}, "; ".join(problems)
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import trio
 
 from tfunnel.errors import ToolFailure
+from tfunnel.reaper import REAPER, RunScope
 
 # How long a process group gets to exit after SIGTERM before SIGKILL: long enough for a
 # script to clean up, short enough that a cancelled call frees its slot promptly.
@@ -90,18 +91,26 @@ async def stop_group(proc: trio.Process) -> None:
 
 
 async def run_child(spec: ProcessSpec) -> ProcessOutcome:
-    """Run `spec` to completion or timeout; raise `ToolFailure` if it cannot be started."""
+    """Run `spec` to completion or timeout; raise `ToolFailure` if it cannot be started. What the
+    child daemonized beyond its process group is stopped when the run ends (`tfunnel.reaper`)."""
+    with REAPER.run(spec.env) as run:
+        return await _run_child(spec, run)
+
+
+async def _run_child(spec: ProcessSpec, run: RunScope) -> ProcessOutcome:
     started = time.monotonic()
     try:
-        proc = await trio.lowlevel.open_process(
-            list(spec.argv),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            cwd=spec.cwd,
-            env=dict(spec.env),
-            start_new_session=True,
-        )
+        with REAPER.spawning():
+            proc = await trio.lowlevel.open_process(
+                list(spec.argv),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                cwd=spec.cwd,
+                env=run.env,
+                start_new_session=True,
+            )
+            run.started(proc.pid)
     except OSError as exc:
         raise ToolFailure(f"cannot start {spec.argv[0]!r}: {exc.strerror or exc}") from exc
     except ValueError as exc:  # a NUL byte in the command line, cwd or environment

@@ -40,8 +40,11 @@ Tools (bad argument types give an isError result, not a protocol error):
   garbage {}               writes the non-JSON line "this is not json" to stdout, then text "after garbage".
   big {bytes}              one text block of `bytes` "x" characters.
   flood {bytes}            writes `bytes` "e" bytes to stderr (flushed 64 KiB chunks); text "flooded <bytes>".
-  spawn {}                 starts a grandchild `sleep 300` in our process group (stdio on /dev/null);
-                           structuredContent {"pid": pid} and text str(pid).
+  spawn {holdStdout=false, setsid=false}
+                           starts a grandchild `sleep 300` in our process group (stdio on /dev/null);
+                           structuredContent {"pid": pid} and text str(pid). `holdStdout`: the
+                           grandchild inherits our stdout (it keeps the pipe open after we die);
+                           `setsid`: it starts its own session (it escapes our process group).
   change_tools {}          toggles the extra tool `extra` in later tools/list answers, sends
                            notifications/tools/list_changed, then text "tools changed".
   ping_client {}           sends a server->client `ping` (id "mock-ping-N"), waits up to 10 s: text
@@ -116,7 +119,8 @@ TOOL_SPECS: dict[str, tuple[str, JSON]] = {
     "garbage": ("Write a non-JSON line to stdout, then answer.", _schema()),
     "big": ("Answer with a text block of this many bytes.", _schema({"bytes": _COUNT}, ("bytes",))),
     "flood": ("Write this many bytes to stderr, then answer.", _schema({"bytes": _COUNT}, ("bytes",))),
-    "spawn": ("Start a grandchild `sleep 300`; answer its pid.", _schema()),
+    "spawn": ("Start a grandchild `sleep 300`; answer its pid.", _schema({
+        "holdStdout": {"type": "boolean"}, "setsid": {"type": "boolean"}})),
     "change_tools": ("Toggle the `extra` tool and send tools/list_changed.", _schema()),
     "ping_client": ("Ping the client and report whether it answered.", _schema()),
     "elicit": ("Ask the client a yes/no question; answer with its reply.",
@@ -375,9 +379,11 @@ class Server:
         return _text(f"flooded {size}")
 
     def tool_spawn(self, call: Call) -> JSON:
-        # Same process group (no start_new_session), so a gateway's group kill must reach it too.
+        # By default the same process group (no start_new_session), so a gateway's group kill
+        # must reach it too; `setsid` makes a daemon that a group kill cannot reach.
         child = subprocess.Popen(["sleep", "300"], stdin=subprocess.DEVNULL,
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                 stdout=None if call.args.get("holdStdout") is True else subprocess.DEVNULL,
+                                 stderr=subprocess.DEVNULL, start_new_session=call.args.get("setsid") is True)
         self.children.append(child)
         return _text(str(child.pid), structured={"pid": child.pid})
 

@@ -27,6 +27,7 @@ from tfunnel.errors import UpstreamCrashed, UpstreamError, UpstreamUnavailable
 from tfunnel.flow import acquire_eager
 from tfunnel.protocol.eras import Era
 from tfunnel.protocol.jsonrpc import Notification
+from tfunnel.reaper import REAPER, RunScope
 from tfunnel.upstream import child, handshake
 from tfunnel.upstream.backoff import RestartBudget
 from tfunnel.upstream.handshake import Connection
@@ -202,8 +203,17 @@ class Upstream:
         if problems:
             raise child.SpawnFailed(f"upstream {spec.id!r} refused by the isolation guard: "
                                     + "; ".join(problems), permanent=True, final=True)
-        proc = await child.spawn(spec.id, [spec.command, *spec.args], spec.resolved_cwd(self._ctx.home),
-                                 {**self._ctx.env, **spec.env})
+        # Whatever the child daemonizes beyond its process group is stopped with this incarnation.
+        with REAPER.run({**self._ctx.env, **spec.env}) as run:
+            await self._child(run)
+
+    async def _child(self, run: RunScope) -> None:
+        """One incarnation's child: spawned, handshaken, watched until it ends; always stopped."""
+        spec = self.spec
+        with REAPER.spawning():
+            proc = await child.spawn(spec.id, [spec.command, *spec.args], spec.resolved_cwd(self._ctx.home),
+                                     run.env)
+            run.started(proc.pid)
         self.pid = proc.pid
         log.info("upstream starting", upstream=spec.id, pid=proc.pid)
         tail = child.StderrTail()
@@ -252,10 +262,22 @@ class Upstream:
             raise failure
 
     async def _watch(self, proc: trio.Process, session: UpstreamSession, exited: trio.Event) -> None:
-        """When the child's output ends, learn its status and fail everything in flight at once."""
-        await session.run()
-        with trio.move_on_after(child.STDIN_GRACE_S):
-            await proc.wait()
+        """When the child exits or its output ends, whichever comes first, learn its status and
+        fail everything in flight at once. The exit is watched, not only the pipe: a helper the
+        child spawned may hold its stdout open long after the child itself died."""
+        async with trio.open_nursery() as watch:
+            async def output_ended() -> None:
+                await session.run()
+                with trio.move_on_after(child.STDIN_GRACE_S):
+                    await proc.wait()
+                watch.cancel_scope.cancel()
+
+            async def process_exited() -> None:
+                await proc.wait()
+                watch.cancel_scope.cancel()
+
+            watch.start_soon(output_ended)
+            watch.start_soon(process_exited)
         status = proc.returncode
         what = f"exited with status {status}" if status is not None else "closed its output"
         self.last_error = f"upstream {self.spec.id!r} {what}"
