@@ -81,9 +81,11 @@ def build(home: Path, environ: Mapping[str, str] | None = None, observer: Observ
                                     Identity(settings.client_name, settings.client_version),
                                     live.upstreams_changed))
     live.ready_tools = supervisor.ready_tools
+    # One bound on the processes of the whole gateway, tools and hooks alike.
+    slots = trio.CapacityLimiter(settings.limits.max_tool_processes)
     gate = HookEngine(home, lambda: live.hooks, lambda: live.settings.gate.ask_fallback, audit, env,
-                      observer)
-    runner = LocalRunner(home, settings.limits, environ)
+                      observer, slots)
+    runner = LocalRunner(home, settings.limits, environ, slots)
     surface = Surface(lambda: live.catalog, lambda: gate, runner, supervisor, audit, observer, Parking())
     router = Router(lambda: live.settings, surface, gate, audit, observer, tools_changed=live.tools_changed)
     return Gateway(home, live, audit, gate, supervisor, surface, router, read_as)

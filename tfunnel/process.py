@@ -90,11 +90,15 @@ async def stop_group(proc: trio.Process) -> None:
     killpg(pgid, signal.SIGKILL)
 
 
-async def run_child(spec: ProcessSpec) -> ProcessOutcome:
+async def run_child(spec: ProcessSpec, slots: trio.CapacityLimiter | None = None) -> ProcessOutcome:
     """Run `spec` to completion or timeout; raise `ToolFailure` if it cannot be started. What the
-    child daemonized beyond its process group is stopped when the run ends (`tfunnel.reaper`)."""
-    with REAPER.run(spec.env) as run:
-        return await _run_child(spec, run)
+    child daemonized beyond its process group is stopped when the run ends (`tfunnel.reaper`).
+
+    `slots` bounds the processes of the whole gateway (tools and hooks): a run waits for a slot,
+    in arrival order (trio's limiter is fair), before its process starts."""
+    async with slots if slots is not None else contextlib.nullcontext():
+        with REAPER.run(spec.env) as run:
+            return await _run_child(spec, run)
 
 
 async def _run_child(spec: ProcessSpec, run: RunScope) -> ProcessOutcome:

@@ -40,7 +40,8 @@ SCRIPTS_DIR = "tools/scripts"
 SETTINGS_KEYS = ("serverName", "serverVersion", "clientName", "clientVersion", "httpPort", "uiPort",
                  "serveLegacy", "requires", "gate", "limits")
 GATE_KEYS = ("askFallback",)
-LIMITS_KEYS = ("maxMessageBytes", "toolTimeoutS", "toolOutputBytes", "shutdownGraceS", "upstreamStartS")
+LIMITS_KEYS = ("maxMessageBytes", "toolTimeoutS", "toolOutputBytes", "shutdownGraceS", "upstreamStartS",
+               "maxToolProcesses")
 REQUIRES_KEYS = ("command", "versionArg", "min", "why")
 REGISTER_KEYS = ("version", "description", "tools")
 ENTRY_KEYS = ("id", "name", "summary", "category", "instructions", "inputSchema", "mode", "invoke",
@@ -72,6 +73,8 @@ def _settings(home: Path, raw: dict[str, Any], f: Fields) -> Settings:
         or lim.shutdown_grace_s,
         upstream_start_s=f.positive(limits_raw, "upstreamStartS", "limits", lim.upstream_start_s)
         or lim.upstream_start_s,
+        max_tool_processes=f.integer(limits_raw, "maxToolProcesses", "limits", 1, 4096,
+                                     lim.max_tool_processes),
     )
     ask = f.choice(gate_raw, "askFallback", "gate", ("deny", "allow"), "deny")
     requires = f.array(raw, "requires", "requirement objects")

@@ -30,6 +30,8 @@ class Limits:
     # How long an upstream may take to come up: the gateway's startup wait, and how long a call to
     # a tool of an upstream that is still starting waits for it.
     upstream_start_s: float = 15.0
+    # Tool and hook processes running at once, gateway-wide; more calls wait their turn.
+    max_tool_processes: int = 32
 
 
 @dataclass(frozen=True)

@@ -24,8 +24,9 @@ from tfunnel.protocol.results import ToolResult
 
 log = structlog.get_logger("tfunnel.gate")
 
-# Hooks of one event that may run at once: enough for any sane manifest, bounded so a
-# manifest with hundreds of entries cannot fork-bomb the host.
+# Hooks of one event of one call that may run at once: enough for any sane manifest, bounded so
+# a manifest with hundreds of entries cannot fork-bomb the host. Per call, so one session's slow
+# hooks never hold up another session's; the whole gateway's processes are bounded by `slots`.
 MAX_CONCURRENT_HOOKS = 8
 
 AskFallback = Literal["deny", "allow"]
@@ -37,14 +38,15 @@ _NO_HOOKS = Combined(decision="allow")
 class HookEngine:
     def __init__(self, home: Path, manifest: Callable[[], HookManifest],
                  ask_fallback: Callable[[], AskFallback], audit: AuditLog,
-                 env: Mapping[str, str], observer: Observer | None = None) -> None:
+                 env: Mapping[str, str], observer: Observer | None = None,
+                 slots: trio.CapacityLimiter | None = None) -> None:
         self.home = home
         self._manifest = manifest
         self._ask_fallback = ask_fallback
         self._audit = audit
         self._env = env
         self._observer: Observer = observer or NullObserver()
-        self._limiter = trio.CapacityLimiter(MAX_CONCURRENT_HOOKS)
+        self._slots = slots
 
     async def pre_tool_use(self, call: ToolCall) -> PreDecision:
         combined = await self._fire_for_tool("PreToolUse", call, {})
@@ -103,12 +105,13 @@ class HookEngine:
             return Combined(decision="allow")
         verdicts: list[HookVerdict | None] = [None] * len(hooks)
         manifest = self._manifest()
+        limiter = trio.CapacityLimiter(MAX_CONCURRENT_HOOKS)
 
         async def one(index: int, spec: HookSpec) -> None:
-            async with self._limiter:
+            async with limiter:
                 started = time.monotonic()
                 run = await run_hook(spec, payload, home=self.home, hooks_dir=manifest.hooks_dir,
-                                     env=self._env)
+                                     env=self._env, slots=self._slots)
                 self._observer.hook(event, time.monotonic() - started)
             verdicts[index] = interpret(event, run)
 

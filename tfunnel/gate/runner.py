@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import trio
+
 from tfunnel.errors import ToolFailure
 from tfunnel.gate.decision import HookRun
 from tfunnel.gate.manifest import HookSpec
@@ -29,7 +31,7 @@ def hook_variables(home: Path, hooks_dir: Path) -> dict[str, str]:
 
 
 async def run_hook(spec: HookSpec, payload: Mapping[str, Any], *, home: Path, hooks_dir: Path,
-                   env: Mapping[str, str]) -> HookRun:
+                   env: Mapping[str, str], slots: trio.CapacityLimiter | None = None) -> HookRun:
     child_env = {**env, **hook_variables(home, hooks_dir)}
     process = ProcessSpec(
         argv=["/bin/sh", "-c", spec.command],
@@ -40,7 +42,7 @@ async def run_hook(spec: HookSpec, payload: Mapping[str, Any], *, home: Path, ho
         output_cap=HOOK_OUTPUT_CAP,
     )
     try:
-        outcome = await run_child(process)
+        outcome = await run_child(process, slots)
     except ToolFailure as exc:
         return HookRun(spec.id, None, "", "", start_error=str(exc), fail_closed=spec.fail_closed)
     return HookRun(

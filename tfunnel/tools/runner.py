@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import structlog
+import trio
 
 from tfunnel.config.home import child_environment
 from tfunnel.config.model import Limits, ToolEntry
@@ -72,9 +73,11 @@ def args_environment(payload: str, env: Mapping[str, str], argv: Sequence[str]) 
 class LocalRunner:
     """Executes register tools for one home: env, cwd, limits."""
 
-    def __init__(self, home: Path, limits: Limits, base_env: Mapping[str, str] | None = None) -> None:
+    def __init__(self, home: Path, limits: Limits, base_env: Mapping[str, str] | None = None,
+                 slots: trio.CapacityLimiter | None = None) -> None:
         self.home = home
         self.limits = limits
+        self.slots = slots
         self.env = child_environment(home, base_env)
 
     async def run(self, entry: ToolEntry, args: Mapping[str, Any]) -> ToolResult:
@@ -86,7 +89,7 @@ class LocalRunner:
         with args_environment(payload, self.env, argv) as env:
             spec = ProcessSpec(argv=argv, cwd=str(self.home), env=env, stdin=payload.encode(),
                                timeout_s=timeout, output_cap=self.limits.tool_output_bytes)
-            outcome = await run_child(spec)
+            outcome = await run_child(spec, self.slots)
         log.info("tool ran", tool=entry.id, exit=outcome.returncode, timed_out=outcome.timed_out,
                  duration_ms=round(outcome.duration_s * 1000, 1))
         return map_outcome(entry.id, outcome, timeout, self.limits.tool_output_bytes)
