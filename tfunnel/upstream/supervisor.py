@@ -9,19 +9,13 @@ process group is gone.
 
 from __future__ import annotations
 
-import enum
-import random
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
 import structlog
 import trio
 
 from tfunnel.config.expose import AVAILABLE_TRANSPORTS, ExposeConfig, ExposeEntry, UpstreamSpec
-from tfunnel.config.model import Limits
 from tfunnel.config.names import owners
 from tfunnel.errors import UpstreamCrashed, UpstreamError, UpstreamUnavailable
 from tfunnel.flow import acquire_eager
@@ -33,6 +27,9 @@ from tfunnel.upstream.backoff import RestartBudget
 from tfunnel.upstream.handshake import Connection
 from tfunnel.upstream.isolation import isolation_problems
 from tfunnel.upstream.session import Progress, ServerRequests, UpstreamSession
+from tfunnel.upstream.states import COMING, Context, Identity, State, UpstreamStatistics, now_iso
+
+__all__ = ["Context", "Identity", "State", "Supervisor", "Upstream", "UpstreamStatistics"]
 
 log = structlog.get_logger("tfunnel.upstream")
 
@@ -40,59 +37,6 @@ log = structlog.get_logger("tfunnel.upstream")
 MAX_CONCURRENT_CALLS = 64
 # tools/list pages followed before we stop trusting nextCursor.
 MAX_TOOL_PAGES = 50
-
-
-class State(enum.Enum):
-    STARTING = "starting"
-    READY = "ready"
-    BACKOFF = "backoff"
-    STOPPED = "stopped"
-    DISABLED = "disabled"
-
-
-# States an upstream may still leave for READY without a config change.
-_COMING = frozenset({State.STARTING, State.BACKOFF})
-
-
-@dataclass(frozen=True)
-class Identity:
-    """Who we are when talking to upstreams."""
-
-    name: str
-    version: str
-
-
-@dataclass(frozen=True)
-class Context:
-    """What every upstream gets from the gateway: where it lives and how to report changes."""
-
-    home: Path
-    env: Mapping[str, str]
-    limits: Limits
-    identity: Identity
-    on_change: Callable[[], None]
-    jitter: Callable[[], float] = random.random  # in [0, 1); tests pin it
-    # Set when the gateway stops by a signal: children are stopped without the usual graces.
-    urgent: trio.Event = field(default_factory=trio.Event)
-
-
-@dataclass(frozen=True)
-class UpstreamStatistics:
-    id: str
-    state: str
-    transport: str
-    era: str | None
-    protocol_version: str | None
-    pid: int | None
-    tools: int
-    restarts: int
-    since: str
-    last_error: str | None
-    stopped_reason: str | None
-
-
-def _now_iso() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 class Upstream:
@@ -104,7 +48,7 @@ class Upstream:
         self._budget = RestartBudget(spec.restart)
         self._limiter = trio.CapacityLimiter(MAX_CONCURRENT_CALLS)
         self.state = State.STARTING if spec.enabled else State.DISABLED
-        self.since = _now_iso()
+        self.since = now_iso()
         self.session: UpstreamSession | None = None
         self.tools: tuple[dict[str, Any], ...] = ()
         # The last successful handshake: its era is reused by the next incarnation (no probe)
@@ -137,7 +81,7 @@ class Upstream:
     def _set(self, state: State) -> None:
         if state is not self.state:
             self.state = state
-            self.since = _now_iso()
+            self.since = now_iso()
             self.ever_ready |= state is State.READY
             self._changed.set()
             self._changed = trio.Event()
@@ -146,7 +90,7 @@ class Upstream:
         """Wait (until the trio time `deadline`) while this upstream is starting or restarting;
         None once it is ready, else why it is not, naming it (never its stderr)."""
         with trio.move_on_at(deadline):
-            while self.state in _COMING:
+            while self.state in COMING:
                 await self._changed.wait()
         return self.unavailable()
 
@@ -155,7 +99,7 @@ class Upstream:
         name = self.spec.id
         if self.state is State.READY:
             return None
-        if self.state in _COMING:
+        if self.state in COMING:
             what = "restarting" if self.ever_ready else "still starting"
             detail = f" (last error: {self.last_error})" if self.last_error else ""
             return f"upstream {name!r} is {what}{detail}"

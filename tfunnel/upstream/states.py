@@ -1,0 +1,68 @@
+"""What the supervisor's upstreams are made of: their states, what the gateway gives each one, and
+the statistics record `/health`, `/metrics` and the CLI read (plain values, no I/O)."""
+
+from __future__ import annotations
+
+import enum
+import random
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+import trio
+
+from tfunnel.config.model import Limits
+
+
+class State(enum.Enum):
+    STARTING = "starting"
+    READY = "ready"
+    BACKOFF = "backoff"
+    STOPPED = "stopped"
+    DISABLED = "disabled"
+
+
+# States an upstream may still leave for READY without a config change.
+COMING = frozenset({State.STARTING, State.BACKOFF})
+
+
+@dataclass(frozen=True)
+class Identity:
+    """Who we are when talking to upstreams."""
+
+    name: str
+    version: str
+
+
+@dataclass(frozen=True)
+class Context:
+    """What every upstream gets from the gateway: where it lives and how to report changes."""
+
+    home: Path
+    env: Mapping[str, str]
+    limits: Limits
+    identity: Identity
+    on_change: Callable[[], None]
+    jitter: Callable[[], float] = random.random  # in [0, 1); tests pin it
+    # Set when the gateway stops by a signal: children are stopped without the usual graces.
+    urgent: trio.Event = field(default_factory=trio.Event)
+
+
+@dataclass(frozen=True)
+class UpstreamStatistics:
+    id: str
+    state: str
+    transport: str
+    era: str | None
+    protocol_version: str | None
+    pid: int | None
+    tools: int
+    restarts: int
+    since: str
+    last_error: str | None
+    stopped_reason: str | None
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
