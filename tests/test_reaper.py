@@ -40,9 +40,15 @@ def test_tag_of(environ: bytes, tag: str | None) -> None:
     assert tag_of(environ) == tag
 
 
-def test_orphans_are_our_children_we_did_not_spawn(tmp_path: Path) -> None:
-    """Orphans are the processes whose parent is us and that no run registered as its own."""
+@pytest.mark.parametrize("listing", ["task-children", "parent-links"])
+def test_orphans_are_our_children_we_did_not_spawn(tmp_path: Path, listing: str) -> None:
+    """Orphans are the processes whose parent is us and that no run registered as its own, found
+    from our threads' children lists, or where the kernel has none, from every parent link."""
     me = os.getpid()
+    if listing == "task-children":
+        for tid, children in ((me, "11 12 "), (me + 1, "14")):
+            (tmp_path / str(me) / "task" / str(tid)).mkdir(parents=True)
+            (tmp_path / str(me) / "task" / str(tid) / "children").write_text(children)
     for pid, parent, env in [(11, me, b"TFUNNEL_RUN_TAG=x-1\0"), (12, me, b""), (13, 999_999, b""),
                              (14, me, b"")]:
         (tmp_path / str(pid)).mkdir()

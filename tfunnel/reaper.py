@@ -112,23 +112,51 @@ class Reaper:
     def orphans(self) -> list[tuple[int, str | None]]:
         """Our children that we did not spawn ourselves (reparented to us), with their tags."""
         found: list[tuple[int, str | None]] = []
+        for pid in self._children():
+            if pid in self._own:
+                continue
+            try:
+                with open(f"{self._proc}/{pid}/environ", "rb") as fh:
+                    tag = tag_of(fh.read())
+            except OSError:  # gone meanwhile
+                continue
+            found.append((pid, tag))
+        return found
+
+    def _children(self) -> list[int]:
+        """Our children's pids: from each of our threads' `children` list (a few small files: this
+        runs after every tool run), else from every process's parent link (a scan of /proc)."""
+        try:
+            tasks = os.listdir(f"{self._proc}/{self._pid}/task")
+        except OSError:
+            tasks = []
+        pids: set[int] = set()
+        listed = False
+        for task in tasks:
+            try:
+                with open(f"{self._proc}/{self._pid}/task/{task}/children", encoding="ascii") as fh:
+                    pids.update(int(p) for p in fh.read().split())
+                listed = True
+            except (OSError, ValueError):
+                continue
+        return sorted(pids) if listed else self._scan()
+
+    def _scan(self) -> list[int]:
+        pids: list[int] = []
         try:
             entries = os.listdir(self._proc)
         except OSError:
-            return found
+            return pids
         for entry in entries:
-            if not entry.isdigit() or int(entry) in self._own:
+            if not entry.isdigit():
                 continue
             try:
                 with open(f"{self._proc}/{entry}/stat", encoding="utf-8", errors="replace") as fh:
-                    if parent_of(fh.read()) != self._pid:
-                        continue
-                with open(f"{self._proc}/{entry}/environ", "rb") as fh:
-                    tag = tag_of(fh.read())
-            except OSError:  # gone meanwhile, or not ours to read
+                    if parent_of(fh.read()) == self._pid:
+                        pids.append(int(entry))
+            except OSError:
                 continue
-            found.append((int(entry), tag))
-        return found
+        return pids
 
     def sweep(self) -> int:
         """Kill and reap every orphan whose run is not going on; return how many."""
