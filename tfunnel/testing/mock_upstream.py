@@ -2,7 +2,8 @@
 
 Stdlib only on purpose: it must start fast and be an independent peer, so it imports nothing from
 tfunnel, trio or the mcp SDK. Run it as ``python -m tfunnel.testing.mock_upstream [options]`` or as
-``python path/to/mock_upstream.py [options]``.
+``python path/to/mock_upstream.py [options]``. Why one file of this size: it is seeded into homes as
+the demo server and run as a script, so it stays self-contained (no sibling modules to ship).
 
 Wire: NDJSON on stdin/stdout (one JSON-RPC object per line); logs go only to stderr, prefixed
 "mock-upstream: ". A reader thread parses stdin and hands every request to its own daemon worker
