@@ -15,7 +15,7 @@ from tests.wire import gateway
 from tfunnel.protocol.framing import TopLevel, sniff_top_level
 from tfunnel.protocol.jsonrpc import Notification, Request, Response
 from tfunnel.testing.mock_upstream import BAD_DEPTH
-from tfunnel.upstream.client import BrokenAnswer, Garbage, decode_line
+from tfunnel.upstream.client import BrokenAnswer, ClientCore, Garbage, OversizeResponse, decode_line
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -104,3 +104,18 @@ async def test_broken_answers_fail_their_call_at_once(home: Path) -> None:
     unmatched = [e for e in logged if e.get("event") == "upstream answered no request we sent; dropped"]
     assert [(e["count"], e["request"]) for e in unmatched] == [(1, 987654321)]
     assert "oops" not in wire.stderr.decode()
+
+
+@pytest.mark.parametrize(("line", "request_id"), [
+    pytest.param(b'{"jsonrpc":"2.0","id":4,"result":{"content":[{"text":"' + b"x" * 5000 + b'"}]}}', 4,
+                 id="answer"),
+    pytest.param(b'{"jsonrpc":"2.0","result":{"id":3,"text":"' + b"x" * 5000 + b'"},"id":4}', None,
+                 id="id-beyond-the-head"),
+    pytest.param(b'{"jsonrpc":"2.0","id":4,"method":"x","params":{"t":"' + b"x" * 5000 + b'"}}', None,
+                 id="request"),
+])
+def test_oversize_line_names_only_a_top_level_answer_id(line: bytes, request_id: int | None) -> None:
+    """An over-cap upstream line fails the call its top-level id names, read from its first
+    bytes; an id nested in the result or a request's id names none."""
+    [event] = ClientCore(1000).feed(line + b"\n")
+    assert isinstance(event, OversizeResponse) and event.request_id == request_id

@@ -70,7 +70,10 @@ class ClientCore:
     @staticmethod
     def _event(item: bytes | Oversize) -> Event:
         if isinstance(item, Oversize):
-            return OversizeResponse(item.sniff_id(), item.size_at_least)
+            # Its first bytes, read like a broken answer's: only a top-level id of a line that is
+            # no request names the call it fails (never an id nested in its result).
+            top = sniff_top_level(item.head)
+            return OversizeResponse(None if top.has_method else top.id, item.size_at_least)
         return decode_line(item)
 
 
