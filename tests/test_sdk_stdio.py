@@ -17,6 +17,7 @@ from mcp.client.stdio import stdio_client
 from mcp.types import CallToolResult, TextContent
 
 from tests.wire import SETTLED
+from tfunnel.live import DEBOUNCE_S
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -59,8 +60,10 @@ async def sdk_client(home: Path, notes: Notifications | None = None,
                     with trio.fail_after(30):
                         while SETTLED not in _read_all(errlog):
                             await trio.sleep(0.02)
-                    # The upstreams' arrival was announced before the log said so; a round trip
-                    # lets that announcement through before the test begins listening.
+                    # The upstreams' arrival changed the surface before the log said so; it is
+                    # announced once its debounce window passed, and a round trip after that lets
+                    # the announcement through before the test begins listening.
+                    await trio.sleep(2 * DEBOUNCE_S)
                     await client.list_tools()
                     if notes is not None:
                         notes.reset()

@@ -103,6 +103,11 @@ class UpstreamCrashed(UpstreamError):
     """The upstream's process died (or closed its output) with the request in flight."""
 
 
+class UpstreamBadAnswer(UpstreamError):
+    """The upstream answered the request with a line that is not a valid answer (not JSON,
+    nested too deeply, `result` not an object, ...); the line itself is never in the message."""
+
+
 class InputRequired(TfunnelError):
     """A modern client must answer questions before the call can go on (MRTR, PROTOCOL.md §3.8).
 

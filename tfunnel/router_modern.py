@@ -162,7 +162,7 @@ class ModernRouter:
                 nursery.start_soon(_cancel_on, peer.ending, nursery.cancel_scope)
                 seen = self._changes.version
                 while True:
-                    seen = await self._changes.wait_beyond(seen)
+                    seen = await self._changes.next_burst(seen)
                     if honoured:
                         await peer.notify("notifications/tools/list_changed", {"_meta": tag})
         finally:

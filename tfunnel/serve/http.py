@@ -334,7 +334,7 @@ class HttpApp:
         seen = changes.version
         while True:
             with trio.move_on_after(KEEPALIVE_S):
-                seen = await changes.wait_beyond(seen)
+                seen = await changes.next_burst(seen)
                 note = jsonrpc.notification_message("notifications/tools/list_changed")
                 await send({"type": "http.response.body", "body": sse(note), "more_body": True})
                 continue

@@ -118,9 +118,8 @@ class LegacySse:
         changes = self.live.tools_changed
         seen = changes.version
         while True:
-            seen = await changes.wait_beyond(seen)
-            if session.client.initialized:
-                await queue.send(jsonrpc.notification_message("notifications/tools/list_changed"))
+            seen = await changes.next_burst(seen, relevant=lambda: session.client.initialized)
+            await queue.send(jsonrpc.notification_message("notifications/tools/list_changed"))
 
     @staticmethod
     async def _pump(queued: trio.MemoryReceiveChannel[dict[str, Any]], send: Send) -> None:

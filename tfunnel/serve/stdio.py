@@ -177,9 +177,8 @@ class StdioServer:
             task_status.started(scope)
             seen = self.tools_changed.version
             while True:
-                seen = await self.tools_changed.wait_beyond(seen)
-                if self.session.initialized:
-                    await self._send(jsonrpc.notification_message("notifications/tools/list_changed"))
+                seen = await self.tools_changed.next_burst(seen, relevant=lambda: self.session.initialized)
+                await self._send(jsonrpc.notification_message("notifications/tools/list_changed"))
 
     async def _spill(self, outbox: trio.MemoryReceiveChannel[dict[str, Any]]) -> None:
         """Write the messages queued by `_send_nowait`."""

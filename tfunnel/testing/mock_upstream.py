@@ -2,7 +2,8 @@
 
 Stdlib only on purpose: it must start fast and be an independent peer, so it imports nothing from
 tfunnel, trio or the mcp SDK. Run it as ``python -m tfunnel.testing.mock_upstream [options]`` or as
-``python path/to/mock_upstream.py [options]``.
+``python path/to/mock_upstream.py [options]``. Why one file of this size: it is seeded into homes as
+the demo server and run as a script, so it stays self-contained (no sibling modules to ship).
 
 Wire: NDJSON on stdin/stdout (one JSON-RPC object per line); logs go only to stderr, prefixed
 "mock-upstream: ". A reader thread parses stdin and hands every request to its own daemon worker
@@ -56,6 +57,17 @@ Tools (bad argument types give an isError result, not a protocol error):
                            answer (content null when absent); isError "client elicitation failed:
                            <error JSON>" on an error response; isError "no answer to elicitation".
   extra {}                 (only while toggled on) text "extra".
+
+Fault tools (served and advertised only when named in --tools, so the default set stays the above):
+  list_changed_storm {count}
+                           writes `count` notifications/tools/list_changed at once (one write), then
+                           text "stormed <count>". The tools themselves do not change.
+  bad_answer {kind}        answers this call with a broken line, by `kind`: "deep" (a result nested
+                           BAD_DEPTH objects deep, id first), "result_string" (result "oops"), "both"
+                           (result and error), "error_string" (error "oops"), "invalid_json" (a line
+                           cut off after the id), "neither" (only jsonrpc and id). "unknown_id" sends
+                           an answer to an id nobody asked for, then the real answer: text "after
+                           unknown id".
 
 Options (applied in this order at start):
   --ignore-sigterm         set SIGTERM to SIG_IGN (inherited by `spawn` grandchildren).
@@ -127,6 +139,14 @@ TOOL_SPECS: dict[str, tuple[str, JSON]] = {
                _schema({"message": {"type": "string"}})),
 }
 EXTRA_SPEC = ("Present only after change_tools.", _schema())
+FAULT_SPECS: dict[str, tuple[str, JSON]] = {
+    "list_changed_storm": ("Send this many tools/list_changed notifications at once.",
+                           _schema({"count": _COUNT}, ("count",))),
+    "bad_answer": ("Answer with a broken line of this kind.",
+                   _schema({"kind": {"type": "string"}}, ("kind",))),
+}
+# Deeper than any JSON parser recurses by default (Python's stops near 1000).
+BAD_DEPTH = 100_000
 
 
 def _tool_entry(name: str, spec: tuple[str, JSON]) -> JSON:
@@ -308,7 +328,7 @@ class Server:
         }
 
     def tools(self) -> list[JSON]:
-        entries = [_tool_entry(name, TOOL_SPECS[name]) for name in self.advertised]
+        entries = [_tool_entry(name, TOOL_SPECS.get(name) or FAULT_SPECS[name]) for name in self.advertised]
         if self.extra_on:
             entries.append(_tool_entry("extra", EXTRA_SPEC))
         return entries
@@ -430,6 +450,31 @@ class Server:
     def tool_extra(self, call: Call) -> JSON:
         return _text("extra")
 
+    def tool_list_changed_storm(self, call: Call) -> JSON:
+        count = int(_number(call.args, "count"))
+        note = json.dumps({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}).encode()
+        self.write_line(b"\n".join([note] * count))
+        return _text(f"stormed {count}")
+
+    def tool_bad_answer(self, call: Call) -> JSON | None:
+        kind = call.args.get("kind")
+        head = b'{"jsonrpc":"2.0","id":' + json.dumps(call.id).encode()
+        lines = {
+            "deep": head + b',"result":' + b'{"a":' * BAD_DEPTH + b"1" + b"}" * BAD_DEPTH + b"}",
+            "result_string": head + b',"result":"oops"}',
+            "both": head + b',"result":{},"error":{"code":1,"message":"x"}}',
+            "error_string": head + b',"error":"oops"}',
+            "invalid_json": head + b',"result":{"content":[',
+            "neither": head + b"}",
+        }
+        if kind == "unknown_id":
+            self.send({"id": 987654321, "result": {"content": []}})
+            return _text("after unknown id")
+        if kind not in lines:
+            raise ToolInputError(f"unknown kind {kind!r}")
+        self.write_line(lines[kind])
+        return None
+
 
 def flood_stderr(size: int) -> None:
     chunk = b"e" * CHUNK
@@ -443,7 +488,7 @@ def flood_stderr(size: int) -> None:
 
 def _tool_list(value: str) -> list[str]:
     names = [name.strip() for name in value.split(",") if name.strip()]
-    unknown = [name for name in names if name not in TOOL_SPECS]
+    unknown = [name for name in names if name not in TOOL_SPECS and name not in FAULT_SPECS]
     if unknown:
         raise argparse.ArgumentTypeError(f"unknown tools: {', '.join(unknown)}")
     return names

@@ -12,7 +12,7 @@ from typing import Any
 
 from tfunnel.protocol import jsonrpc
 from tfunnel.protocol.eras import LATEST_LEGACY
-from tfunnel.protocol.framing import LineReader, Oversize
+from tfunnel.protocol.framing import LineReader, Oversize, sniff_top_level
 from tfunnel.protocol.jsonrpc import MessageError, Notification, Request, Response
 
 
@@ -25,6 +25,17 @@ class Garbage:
 
 
 @dataclass(frozen=True)
+class BrokenAnswer:
+    """A line that fails to decode as a valid answer but names the request it answers (an `id`
+    readable at its top level, no `method`): nested too deeply, not JSON after the id, `result`
+    not an object, both or neither of `result` and `error`, a bad `error`. `error` is our
+    decoder's reason, never the line."""
+
+    request_id: jsonrpc.RequestId
+    error: str
+
+
+@dataclass(frozen=True)
 class OversizeResponse:
     """A line over the cap; `request_id` is the request it probably answered (or None)."""
 
@@ -32,7 +43,7 @@ class OversizeResponse:
     size_at_least: int
 
 
-Event = Response | Request | Notification | Garbage | OversizeResponse
+Event = Response | Request | Notification | Garbage | BrokenAnswer | OversizeResponse
 
 
 class ClientCore:
@@ -45,6 +56,11 @@ class ClientCore:
         self._next_id += 1
         return self._next_id
 
+    def issued(self, request_id: jsonrpc.RequestId) -> bool:
+        """Whether `request_id` is one `new_id` handed out (an answer to it may be late, not
+        unknown)."""
+        return isinstance(request_id, int) and 0 < request_id <= self._next_id
+
     def feed(self, data: bytes | bytearray) -> list[Event]:
         return [self._event(item) for item in self._lines.feed(data)]
 
@@ -54,11 +70,23 @@ class ClientCore:
     @staticmethod
     def _event(item: bytes | Oversize) -> Event:
         if isinstance(item, Oversize):
-            return OversizeResponse(item.sniff_id(), item.size_at_least)
-        try:
-            return jsonrpc.decode(item)
-        except MessageError as exc:
-            return Garbage(item[:200], exc.message)
+            # Its first bytes, read like a broken answer's: only a top-level id of a line that is
+            # no request names the call it fails (never an id nested in its result).
+            top = sniff_top_level(item.head)
+            return OversizeResponse(None if top.has_method else top.id, item.size_at_least)
+        return decode_line(item)
+
+
+def decode_line(line: bytes) -> Response | Request | Notification | Garbage | BrokenAnswer:
+    """One upstream line as an event; never raises. A line that does not decode is a
+    `BrokenAnswer` when the request it answers can still be read from it, else `Garbage`."""
+    try:
+        return jsonrpc.decode(line)
+    except MessageError as exc:
+        top = sniff_top_level(line)
+        if top.id is not None and not top.has_method:
+            return BrokenAnswer(top.id, exc.message)
+        return Garbage(line[:200], exc.message)
 
 
 # What we declare in the legacy handshake: elicitation, which a call's caller answers or we

@@ -25,15 +25,22 @@ import structlog
 import trio
 
 from tfunnel import expiry
-from tfunnel.errors import ProtocolError, UpstreamError, UpstreamRemoteError, UpstreamTimeout
+from tfunnel.errors import (
+    ProtocolError,
+    UpstreamBadAnswer,
+    UpstreamError,
+    UpstreamRemoteError,
+    UpstreamTimeout,
+)
 from tfunnel.linewriter import LineWriter
 from tfunnel.protocol import jsonrpc
 from tfunnel.protocol.jsonrpc import Notification, Request, Response
 from tfunnel.protocol.modern import request_meta
 from tfunnel.protocol.session import DECLINED
 from tfunnel.upstream.client import (
+    BrokenAnswer,
     ClientCore,
-    Garbage,
+    Event,
     OversizeResponse,
     encode_error,
     encode_notification,
@@ -53,6 +60,9 @@ ABSOLUTE_MAX_WINDOWS = 10
 BRIDGED_REQUESTS = frozenset({"elicitation/create", "sampling/createMessage", "roots/list"})
 # Keys of `_meta` that belong to the protocol: on a modern request they are ours, never a caller's.
 PROTOCOL_META_PREFIX = "io.modelcontextprotocol/"
+# The n-th bad line of a kind is logged when n is one of these: a broken upstream writing
+# millions of them costs a handful of log lines, and the count says how bad it is.
+_REPORTED_AT = frozenset(10 ** k for k in range(16))
 
 Progress = Callable[[dict[str, Any]], None]
 ServerRequests = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
@@ -108,6 +118,7 @@ class UpstreamSession:
         self._send_lock = trio.StrictFIFOLock()  # whole lines on streams without a LineWriter
         self._closed: UpstreamError | None = None
         self._tasks: trio.Nursery | None = None
+        self._complaints: dict[str, int] = {}  # bad lines seen, by kind (see `_complain`)
         # Set by the handshake when the upstream speaks the modern era.
         self.modern_version: str | None = None
         self.client_info: dict[str, Any] = {}
@@ -242,12 +253,16 @@ class UpstreamSession:
             if not data:
                 return  # the owner learns why (exit status) and calls fail_all
 
-    async def _handle(self, event: Response | Request | Notification | Garbage | OversizeResponse) -> None:
+    async def _handle(self, event: Event) -> None:
         if isinstance(event, Response):
             pending = self._pending.get(event.id)
             if pending is not None and not pending.done.is_set():
                 pending.response = event
                 pending.done.set()
+            elif self._core.issued(event.id):  # a cancelled or timed-out request's late answer
+                log.debug("late upstream answer dropped", upstream=self.upstream_id, request=event.id)
+            else:
+                self._complain("upstream answered no request we sent; dropped", request=event.id)
         elif isinstance(event, Notification):
             if event.method == "notifications/progress":
                 self._progress(event.params)
@@ -255,17 +270,32 @@ class UpstreamSession:
                 self._on_notification(event)
         elif isinstance(event, Request):
             await self._server_request(event)
+        elif isinstance(event, BrokenAnswer):
+            self._complain("upstream answer could not be read", request=event.request_id, error=event.error)
+            self._fail(event.request_id, UpstreamBadAnswer(
+                f"upstream {self.upstream_id!r} sent an answer to this request that could not be read"))
         elif isinstance(event, OversizeResponse):
             log.warning("upstream line over the cap dropped", upstream=self.upstream_id,
                         size_at_least=event.size_at_least, request=event.request_id)
-            pending = self._pending.get(event.request_id) if event.request_id is not None else None
-            if pending is not None and not pending.done.is_set():
-                pending.failure = UpstreamError(
-                    f"upstream {self.upstream_id!r} sent a response over the message cap")
-                pending.done.set()
+            if event.request_id is not None:
+                self._fail(event.request_id, UpstreamError(
+                    f"upstream {self.upstream_id!r} sent a response over the message cap"))
         else:
-            log.warning("upstream wrote a non-JSON-RPC line; skipped", upstream=self.upstream_id,
-                        error=event.error)
+            self._complain("upstream wrote a non-JSON-RPC line; skipped", error=event.error)
+
+    def _fail(self, request_id: jsonrpc.RequestId, error: UpstreamError) -> None:
+        """Fail one pending request now (if it is still waiting)."""
+        pending = self._pending.get(request_id)
+        if pending is not None and not pending.done.is_set():
+            pending.failure = error
+            pending.done.set()
+
+    def _complain(self, kind: str, **fields: Any) -> None:
+        """Log a bad upstream line (`kind` is the log event), rate-limited per kind: the 1st,
+        10th, 100th... (with the count). Never the line itself: it may hold anything."""
+        count = self._complaints[kind] = self._complaints.get(kind, 0) + 1
+        if count in _REPORTED_AT:
+            log.warning(kind, upstream=self.upstream_id, count=count, **fields)
 
     async def _server_request(self, request: Request) -> None:
         """Answer `ping` and anything no call can answer at once; hand the rest to a task."""

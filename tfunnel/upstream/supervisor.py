@@ -24,6 +24,7 @@ from tfunnel.protocol.jsonrpc import Notification
 from tfunnel.reaper import REAPER, RunScope
 from tfunnel.upstream import child, handshake
 from tfunnel.upstream.backoff import RestartBudget
+from tfunnel.upstream.coalesce import Coalescer
 from tfunnel.upstream.handshake import Connection
 from tfunnel.upstream.isolation import isolation_problems
 from tfunnel.upstream.session import Progress, ServerRequests, UpstreamSession
@@ -60,6 +61,8 @@ class Upstream:
         self.first_attempt = trio.Event()
         self.ever_ready = False
         self._changed = trio.Event()  # set (and replaced) on every state change
+        # Upstream list_changed notifications, however many, re-list once at a time.
+        self._relists = Coalescer(self._relist)
 
     @property
     def era(self) -> Era | None:
@@ -253,18 +256,23 @@ class Upstream:
         return tuple(tools)
 
     def _notification(self, note: Notification, nursery: list[trio.Nursery]) -> None:
+        # Coalesced: a burst of list_changed means one re-list in flight plus one pending, never
+        # one task each; the re-list runs in the incarnation's nursery and ends with it.
         if note.method == "notifications/tools/list_changed" and nursery:
-            nursery[0].start_soon(self._relist)
+            self._relists.request(nursery[0])
 
     async def _relist(self) -> None:
         session = self.session
         if session is None:
             return
         try:
-            self.tools = await self._list_tools(session)
+            tools = await self._list_tools(session)
         except UpstreamError as exc:
             log.warning("re-listing tools failed", upstream=self.spec.id, error=str(exc))
             return
+        if session is not self.session or tools == self.tools:
+            return  # the incarnation ended meanwhile, or nothing changed: nothing to tell anyone
+        self.tools = tools
         log.info("upstream tools changed", upstream=self.spec.id, tools=len(self.tools))
         self._ctx.on_change()
 
