@@ -218,11 +218,18 @@ class HttpApp:
         await self._exchange(ClientSession(id="modern"), request, receive, send, era=Era.MODERN)
 
     async def _initialize(self, request: Request, send: Send) -> None:
-        session = self.sessions.create()
+        session = await self.sessions.create()
         if session is None:
-            await rpc_error(send, 503, request.id, jsonrpc.INTERNAL_ERROR, "Too many sessions")
+            await rpc_error(send, 503, request.id, jsonrpc.INTERNAL_ERROR,
+                            "Too many sessions: every session has a call or stream open")
             return
-        reply = await self.router.respond(session.client, request)
+        # Busy while it initializes (SessionStart hooks may take a while): another initialize at
+        # the cap must not evict a session before its client has even heard its id.
+        session.inflight[request.id] = trio.CancelScope()
+        try:
+            reply = await self.router.respond(session.client, request)
+        finally:
+            del session.inflight[request.id]
         if "error" in reply:
             self.sessions.remove(session.client.id)
             # A modern-only gateway answers `initialize` as the modern era answers errors.
@@ -283,6 +290,8 @@ class HttpApp:
         finally:
             if inflight is not None:
                 del inflight[request.id]
+            if session is not None:
+                self.sessions.touch(session.client.id)  # used until now, not since it began
         if stream.started:
             if reply is not None:
                 await send({"type": "http.response.body", "body": sse(reply), "more_body": True})
@@ -328,6 +337,7 @@ class HttpApp:
                 await send({"type": "http.response.body", "body": b""})
         finally:
             session.streams -= 1
+            self.sessions.touch(session.client.id)
 
     async def _notifications(self, session: HttpSession, send: Send) -> None:
         changes = self.live.tools_changed
@@ -351,12 +361,13 @@ class HttpApp:
         await plain(send, 200, b"")
 
     async def reap_idle_sessions(self) -> None:
-        """Forget idle sessions every minute, ending each properly (Stop hooks, audit record)."""
-        while True:
-            await trio.sleep(REAP_EVERY_S)
-            for session in self.sessions.expire():
-                log.info("session expired", session=session.client.id)
-                await self.router.end_session(session.client)
+        """Forget idle sessions every minute; end each session the store forgets (expired, or
+        evicted at the cap) as DELETE does (Stop hooks, audit record). Runs until cancelled."""
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self.sessions.run_ends, self.router.end_session)
+            while True:
+                await trio.sleep(REAP_EVERY_S)
+                await self.sessions.expire()
 
     # --- operations -----------------------------------------------------------------------------
 

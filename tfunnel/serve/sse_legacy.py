@@ -51,7 +51,7 @@ class LegacySse:
 
     async def stream(self, receive: Receive, send: Send) -> None:
         """`GET /sse`: a new session whose answers and notifications all flow here."""
-        session = self.sessions.create()
+        session = await self.sessions.create()
         if session is None:
             await rpc_error(send, 503, None, jsonrpc.INTERNAL_ERROR, "Too many sessions")
             return
