@@ -3,9 +3,11 @@
 Routes: `POST/GET/DELETE /mcp` (Streamable HTTP, legacy sessions), `GET /health`, `/livez`,
 `/readyz`. Every request first passes the DNS-rebinding guard (`Host` must be a loopback name,
 421 otherwise) and the `Origin` check (present and not loopback → 403); `serve.loopback` says
-which names those are. Bodies are capped (413). Every error body is a JSON-RPC error object;
-only `/livez` and `/readyz` answer text. A client that disconnects while its call runs cancels
-that call through the tree (hooks, tool process groups, upstream requests).
+which names those are. Bodies are capped (413) and must arrive in time (408). The operations
+endpoints (`/health`, `/livez`, `/readyz`, `/metrics`) are outside the concurrency cap.
+Every error body is a JSON-RPC error object; only `/livez` and `/readyz` answer text. A client
+that disconnects while its call runs cancels that call through the tree (hooks, tool process
+groups, upstream requests).
 """
 
 from __future__ import annotations
@@ -54,9 +56,9 @@ log = structlog.get_logger("tfunnel.http")
 
 BODY_CAP = 4 * 1024 * 1024
 REAP_EVERY_S = 60.0
-# HTTP requests handled at once (streams included); beyond this new ones get 503 rather than
-# piling up: one operator's gateway never needs more.
-MAX_CONCURRENT_REQUESTS = 512
+# The operations endpoints: cheap, bounded answers that must come while MCP traffic saturates the
+# cap (an orchestrator would otherwise restart a gateway that is merely busy) and while it drains.
+OPS_PATHS = frozenset({"/health", "/livez", "/readyz", "/metrics"})
 # SSE comment lines keep proxies and clients from timing out an idle notification stream.
 KEEPALIVE_S = 15.0
 
@@ -78,7 +80,12 @@ class HttpApp:
         self.sessions = sessions
         self.stopping = trio.Event()  # set at SIGTERM: streams end, /readyz and /health say so
         self.stopped = trio.Event()  # set once the server has stopped
-        self.legacy_sse = LegacySse(router, live, sessions, self.stopping, BODY_CAP)
+        limits = live.settings.limits  # toolfunnel.json is read at start only
+        # HTTP requests handled at once (streams included), operations endpoints aside; beyond
+        # this new ones get 503 rather than piling up (`limits.maxHttpRequests`).
+        self.max_requests = limits.max_http_requests
+        self.body_timeout_s = limits.body_read_timeout_s
+        self.legacy_sse = LegacySse(router, live, sessions, self.stopping, BODY_CAP, self.body_timeout_s)
         self._active = 0
         self._started_at = time.monotonic()
 
@@ -107,7 +114,10 @@ class HttpApp:
                             "Forbidden: Origin not allowed; only http(s) origins on a loopback address "
                             "(127.0.0.0/8, [::1]) or localhost may call this gateway")
             return
-        if self._active >= MAX_CONCURRENT_REQUESTS:
+        if scope["path"] in OPS_PATHS:
+            await self._route(scope, headers, receive, send)
+            return
+        if self._active >= self.max_requests:
             await rpc_error(send, 503, None, jsonrpc.INTERNAL_ERROR,
                             "Service Unavailable: too many concurrent requests")
             return
@@ -157,7 +167,7 @@ class HttpApp:
             await rpc_error(send, 406, None, jsonrpc.INVALID_REQUEST,
                              "Not Acceptable: Accept must list application/json and text/event-stream")
             return
-        message = await read_message(receive, send, BODY_CAP)
+        message = await read_message(receive, send, BODY_CAP, self.body_timeout_s)
         if message is None:
             return
         if (isinstance(message, Request) and message.method == "initialize"
