@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
 from pathlib import Path
@@ -243,6 +244,27 @@ async def test_made_up_tool_names_share_one_metrics_label(home: Path) -> None:
     tools = {s.labels["tool"]: s.value for family in text_string_to_metric_families(text)
              for s in family.samples if s.name == "tfunnel_tool_calls_total"}
     assert tools == {"unknown": 600, "hash": 1}
+
+
+async def test_health_says_stopping_through_the_drain(home: Path) -> None:
+    """After SIGTERM, while a long call runs out its grace, a new connection still gets /health
+    503 `stopping` (and /livez 200, /readyz 503); a new MCP request gets 503."""
+    add_tools(home, SLEEPER, scripts=("sleeper.py",))
+    set_upstreams(home)
+    async with http_gateway(home, None, "--grace", "8") as gw, httpx2.AsyncClient(timeout=10) as http:
+        session = await open_session(http, gw.url)
+        async with slow_calls(http, gw.url, session, 1):
+            gw.proc.send_signal(signal.SIGTERM)
+            for _ in range(2):  # at the start of the drain and well into it
+                await trio.sleep(1.5)
+                async with httpx2.AsyncClient(timeout=PROMPT_S) as fresh:  # a new connection
+                    health = await fresh.get(f"{gw.url}/health")
+                    assert health.status_code == 503 and health.json()["status"] == "stopping"
+                    assert (await fresh.get(f"{gw.url}/livez")).status_code == 200
+                    assert (await fresh.get(f"{gw.url}/readyz")).status_code == 503
+                    refused = await fresh.post(f"{gw.url}/mcp", json=INIT, headers=ACCEPT)
+                    assert refused.status_code == 503 and "stopping" in refused.json()["error"]["message"]
+        assert await gw.wait_exit() == 143
 
 
 async def test_accept_failing_for_open_files_is_one_log_line(home: Path) -> None:

@@ -229,8 +229,9 @@ def upstream_status(gateway: Gateway) -> str:
 
 
 async def run_http(gateway: Gateway, metrics: Metrics, host: str, port: int, grace_s: float) -> int:
-    """Serve HTTP until SIGINT/SIGTERM (130/143): stop accepting, let in-flight calls finish
-    within `grace_s`, cancel the rest, close every upstream. SIGHUP reloads the config."""
+    """Serve HTTP until SIGINT/SIGTERM (130/143): refuse new MCP requests (503) while the
+    operations endpoints keep answering, let in-flight calls finish within `grace_s`, then close
+    the listener, cancel the rest and close every upstream. SIGHUP reloads the config."""
     # Imported here, not at the top: the stdio gateway never needs the HTTP stack, and its cold
     # start (what a desktop client waits for) should not pay for importing it.
     import hypercorn.config
@@ -252,7 +253,9 @@ async def run_http(gateway: Gateway, metrics: Metrics, host: str, port: int, gra
     quiet_accept_errors()
     config = hypercorn.config.Config()
     config.bind = [f"[{host}]:{port}" if ":" in host else f"{host}:{port}"]
-    config.graceful_timeout = grace_s
+    # The grace is ours (`HttpApp.drain`, while the listener still serves the health endpoints);
+    # when hypercorn is told to shut down, whatever still runs is past it and is cancelled.
+    config.graceful_timeout = 0
     config.accesslog = None
     config.errorlog = None  # our own log says what matters; hypercorn's would interleave raw lines
     config.h11_max_incomplete_size = 16 * 1024  # request line + headers
@@ -278,11 +281,18 @@ async def run_http(gateway: Gateway, metrics: Metrics, host: str, port: int, gra
         log.info("draining", grace_s=grace_s)
         notifier.stopping()
         app.stopping.set()
+
+    async def drain_then_shut_down() -> None:
+        # hypercorn closes its listener at the shutdown trigger, so the trigger waits for the end
+        # of the drain: until then new connections are accepted and /health answers `stopping`.
+        await app.stopping.wait()
+        await app.drain(grace_s)
         shutdown.set()
 
     signals.on_stop = stop
     async with running(gateway) as nursery:
         await nursery.start(signals.run)
+        nursery.start_soon(drain_then_shut_down)
         nursery.start_soon(notifier.run_watchdog)
         nursery.start_soon(app.reap_idle_sessions)
         urls = await nursery.start(_serve_http, app, config, shutdown)

@@ -4,7 +4,8 @@ Routes: `POST/GET/DELETE /mcp` (Streamable HTTP, legacy sessions), `GET /health`
 `/readyz`. Every request first passes the DNS-rebinding guard (`Host` must be a loopback name,
 421 otherwise) and the `Origin` check (present and not loopback → 403); `serve.loopback` says
 which names those are. Bodies are capped (413) and must arrive in time (408). The operations
-endpoints (`/health`, `/livez`, `/readyz`, `/metrics`) are outside the concurrency cap.
+endpoints (`/health`, `/livez`, `/readyz`, `/metrics`) are outside the concurrency cap and are
+served through the whole drain at shutdown, while new MCP requests get 503.
 Every error body is a JSON-RPC error object; only `/livez` and `/readyz` answer text. A client
 that disconnects while its call runs cancels that call through the tree (hooks, tool process
 groups, upstream requests).
@@ -59,6 +60,7 @@ REAP_EVERY_S = 60.0
 # The operations endpoints: cheap, bounded answers that must come while MCP traffic saturates the
 # cap (an orchestrator would otherwise restart a gateway that is merely busy) and while it drains.
 OPS_PATHS = frozenset({"/health", "/livez", "/readyz", "/metrics"})
+_CLOSE = [(b"connection", b"close")]
 # SSE comment lines keep proxies and clients from timing out an idle notification stream.
 KEEPALIVE_S = 15.0
 
@@ -87,6 +89,7 @@ class HttpApp:
         self.body_timeout_s = limits.body_read_timeout_s
         self.legacy_sse = LegacySse(router, live, sessions, self.stopping, BODY_CAP, self.body_timeout_s)
         self._active = 0
+        self._drained = trio.Event()  # set once stopping and no MCP request is left
         self._started_at = time.monotonic()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -117,6 +120,10 @@ class HttpApp:
         if scope["path"] in OPS_PATHS:
             await self._route(scope, headers, receive, send)
             return
+        if self.stopping.is_set():
+            await rpc_error(send, 503, None, jsonrpc.INTERNAL_ERROR,
+                            "Service Unavailable: the gateway is stopping", _CLOSE)
+            return
         if self._active >= self.max_requests:
             await rpc_error(send, 503, None, jsonrpc.INTERNAL_ERROR,
                             "Service Unavailable: too many concurrent requests")
@@ -126,6 +133,16 @@ class HttpApp:
             await self._route(scope, headers, receive, send)
         finally:
             self._active -= 1
+            if self._active == 0 and self.stopping.is_set():
+                self._drained.set()
+
+    async def drain(self, grace_s: float) -> None:
+        """After `stopping` is set: return once no MCP request is left, or after `grace_s`.
+        Meanwhile the operations endpoints keep answering (503 `stopping` from /health)."""
+        if self._active == 0:
+            return
+        with trio.move_on_after(grace_s):
+            await self._drained.wait()
 
     async def _route(self, scope: Scope, headers: dict[str, str], receive: Receive, send: Send) -> None:
         path, method = scope["path"], scope["method"]
