@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
@@ -147,22 +148,23 @@ async def test_a_slow_request_head_is_cut_off(home: Path) -> None:
 async def test_connections_the_client_closed_are_closed_promptly(home: Path) -> None:
     """50 keep-alive connections closed by the client: the gateway's side of each is gone within
     a few seconds (not when the 30 s keep-alive timer would end: no pile of CLOSE-WAIT)."""
-    async with http_gateway(home) as gw:
-        host, port = address(gw)
-        baseline = sockets_of(gw.proc.pid)
-        streams = []
-        for _ in range(50):
-            stream = await trio.open_tcp_stream(host, port)
-            await stream.send_all(b"GET /livez HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
-            with trio.fail_after(PROMPT_S):
-                assert (await stream.receive_some(65536)).startswith(b"HTTP/1.1 200")
-            streams.append(stream)
-        assert sockets_of(gw.proc.pid) >= baseline + 50  # idle, kept alive
-        for stream in streams:
-            await stream.aclose()
-        with trio.fail_after(5):
-            while sockets_of(gw.proc.pid) > baseline:
-                await trio.sleep(0.1)
+    with trio.fail_after(30):
+        async with http_gateway(home) as gw:
+            host, port = address(gw)
+            baseline = sockets_of(gw.proc.pid)
+            streams = []
+            for _ in range(50):
+                stream = await trio.open_tcp_stream(host, port)
+                await stream.send_all(b"GET /livez HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+                with trio.fail_after(PROMPT_S):
+                    assert (await stream.receive_some(65536)).startswith(b"HTTP/1.1 200")
+                streams.append(stream)
+            assert sockets_of(gw.proc.pid) >= baseline + 50  # idle, kept alive
+            for stream in streams:
+                await stream.aclose()
+            with trio.fail_after(5):
+                while sockets_of(gw.proc.pid) > baseline:
+                    await trio.sleep(0.1)
 
 
 async def test_probes_answer_while_mcp_is_at_its_cap(home: Path) -> None:
@@ -170,20 +172,21 @@ async def test_probes_answer_while_mcp_is_at_its_cap(home: Path) -> None:
     /readyz, /health and /metrics still answer."""
     add_tools(home, SLEEPER, scripts=("sleeper.py",))
     set_limits(home, maxHttpRequests=4)
-    async with http_gateway(home) as gw, httpx2.AsyncClient(timeout=10) as http:
-        session = await open_session(http, gw.url)
-        async with slow_calls(http, gw.url, session, 4):
-            ping = {"jsonrpc": "2.0", "id": 9, "method": "ping"}
-            headers = {**ACCEPT, "mcp-session-id": session}
-            refused = await http.post(f"{gw.url}/mcp", json=ping, headers=headers)
-            assert refused.status_code == 503
-            assert "too many concurrent requests" in refused.json()["error"]["message"]
-            assert (await probe(http, gw.url, "/livez")).status_code == 200
-            assert (await probe(http, gw.url, "/readyz")).status_code == 200
-            health = await probe(http, gw.url, "/health")
-            assert health.status_code == 200 and health.json()["calls"]["total"] == 4
-            metrics = await probe(http, gw.url, "/metrics")
-            assert metrics.status_code == 200 and "tfunnel_inflight_calls 4.0" in metrics.text
+    with trio.fail_after(30):
+        async with http_gateway(home) as gw, httpx2.AsyncClient(timeout=10) as http:
+            session = await open_session(http, gw.url)
+            async with slow_calls(http, gw.url, session, 4):
+                ping = {"jsonrpc": "2.0", "id": 9, "method": "ping"}
+                headers = {**ACCEPT, "mcp-session-id": session}
+                refused = await http.post(f"{gw.url}/mcp", json=ping, headers=headers)
+                assert refused.status_code == 503
+                assert "too many concurrent requests" in refused.json()["error"]["message"]
+                assert (await probe(http, gw.url, "/livez")).status_code == 200
+                assert (await probe(http, gw.url, "/readyz")).status_code == 200
+                health = await probe(http, gw.url, "/health")
+                assert health.status_code == 200 and health.json()["calls"]["total"] == 4
+                metrics = await probe(http, gw.url, "/metrics")
+                assert metrics.status_code == 200 and "tfunnel_inflight_calls 4.0" in metrics.text
 
 
 async def test_the_least_recently_used_idle_session_is_evicted_at_the_cap(home: Path, tmp_path: Path) -> None:
@@ -198,29 +201,30 @@ async def test_the_least_recently_used_idle_session_is_evicted_at_the_cap(home: 
     def stopped() -> set[str]:
         return {json.loads(p.read_text())["session_id"] for p in stops.iterdir() if p.read_text()}
 
-    async with http_gateway(home) as gw, httpx2.AsyncClient(timeout=10) as http:
-        busy, older, newer = [await open_session(http, gw.url) for _ in range(3)]
+    with trio.fail_after(60):
+        async with http_gateway(home) as gw, httpx2.AsyncClient(timeout=10) as http:
+            busy, older, newer = [await open_session(http, gw.url) for _ in range(3)]
 
-        async def ping(session: str) -> int:
-            reply = await http.post(f"{gw.url}/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
-                                    headers={**ACCEPT, "mcp-session-id": session})
-            return reply.status_code
+            async def ping(session: str) -> int:
+                reply = await http.post(f"{gw.url}/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
+                                        headers={**ACCEPT, "mcp-session-id": session})
+                return reply.status_code
 
-        async with slow_calls(http, gw.url, busy, 1):  # `busy` is the least recently used, but busy
-            assert await ping(older) == 200  # now `newer` is the least recently used idle one
-            fresh = await open_session(http, gw.url)
-            assert await ping(newer) == 404
-            with trio.fail_after(10):
-                while newer not in stopped():
-                    await trio.sleep(0.05)
-            assert stopped() == {newer}
-            assert await ping(older) == 200 and await ping(fresh) == 200
-            async with slow_calls(http, gw.url, older, 1), slow_calls(http, gw.url, fresh, 1):
-                refused = await http.post(f"{gw.url}/mcp", json=INIT, headers=ACCEPT)
-                assert refused.status_code == 503
-                assert "Too many sessions" in refused.json()["error"]["message"]
-        health = (await http.get(f"{gw.url}/health")).json()
-        assert health["clients"]["sessions"] == 3
+            async with slow_calls(http, gw.url, busy, 1):  # `busy` is the least recently used, but busy
+                assert await ping(older) == 200  # now `newer` is the least recently used idle one
+                fresh = await open_session(http, gw.url)
+                assert await ping(newer) == 404
+                with trio.fail_after(10):
+                    while newer not in stopped():
+                        await trio.sleep(0.05)
+                assert stopped() == {newer}
+                assert await ping(older) == 200 and await ping(fresh) == 200
+                async with slow_calls(http, gw.url, older, 1), slow_calls(http, gw.url, fresh, 1):
+                    refused = await http.post(f"{gw.url}/mcp", json=INIT, headers=ACCEPT)
+                    assert refused.status_code == 503
+                    assert "Too many sessions" in refused.json()["error"]["message"]
+            health = (await http.get(f"{gw.url}/health")).json()
+            assert health["clients"]["sessions"] == 3
 
 
 async def test_made_up_tool_names_share_one_metrics_label(home: Path) -> None:
@@ -251,40 +255,44 @@ async def test_health_says_stopping_through_the_drain(home: Path) -> None:
     503 `stopping` (and /livez 200, /readyz 503); a new MCP request gets 503."""
     add_tools(home, SLEEPER, scripts=("sleeper.py",))
     set_upstreams(home)
-    async with http_gateway(home, None, "--grace", "8") as gw, httpx2.AsyncClient(timeout=10) as http:
-        session = await open_session(http, gw.url)
-        async with slow_calls(http, gw.url, session, 1):
-            gw.proc.send_signal(signal.SIGTERM)
-            for _ in range(2):  # at the start of the drain and well into it
-                await trio.sleep(1.5)
-                async with httpx2.AsyncClient(timeout=PROMPT_S) as fresh:  # a new connection
-                    health = await fresh.get(f"{gw.url}/health")
-                    assert health.status_code == 503 and health.json()["status"] == "stopping"
-                    assert (await fresh.get(f"{gw.url}/livez")).status_code == 200
-                    assert (await fresh.get(f"{gw.url}/readyz")).status_code == 503
-                    refused = await fresh.post(f"{gw.url}/mcp", json=INIT, headers=ACCEPT)
-                    assert refused.status_code == 503 and "stopping" in refused.json()["error"]["message"]
-        assert await gw.wait_exit() == 143
+    with trio.fail_after(40):
+        async with http_gateway(home, None, "--grace", "8") as gw, httpx2.AsyncClient(timeout=10) as http:
+            session = await open_session(http, gw.url)
+            async with slow_calls(http, gw.url, session, 1):
+                gw.proc.send_signal(signal.SIGTERM)
+                for _ in range(2):  # at the start of the drain and well into it
+                    await trio.sleep(1.5)
+                    async with httpx2.AsyncClient(timeout=PROMPT_S) as fresh:  # a new connection
+                        health = await fresh.get(f"{gw.url}/health")
+                        assert health.status_code == 503 and health.json()["status"] == "stopping"
+                        assert (await fresh.get(f"{gw.url}/livez")).status_code == 200
+                        assert (await fresh.get(f"{gw.url}/readyz")).status_code == 503
+                        refused = await fresh.post(f"{gw.url}/mcp", json=INIT, headers=ACCEPT)
+                        assert refused.status_code == 503 and "stopping" in refused.json()["error"]["message"]
+            assert await gw.wait_exit() == 143
 
 
+@pytest.mark.skipif(shutil.which("prlimit") is None, reason="needs prlimit (util-linux)")
 async def test_accept_failing_for_open_files_is_one_log_line(home: Path) -> None:
     """Under a low open-files limit, connections beyond it make accept fail with EMFILE: stderr
     gets one rate-limited line (no tracebacks), and the gateway serves again once they close."""
     set_upstreams(home)
-    async with http_gateway(home, None, wrapper=("prlimit", f"--nofile={FD_LIMIT}:{FD_LIMIT}", "--")) as gw:
-        host, port = address(gw)
-        assert sockets_of(gw.proc.pid) < FD_LIMIT - 10
-        # More connections than the limit: the accept backlog holds those the gateway cannot take.
-        streams = [await trio.open_tcp_stream(host, port) for _ in range(FD_LIMIT)]
-        with trio.fail_after(10):
-            while b"accept failing" not in gw.stderr:
-                await trio.sleep(0.1)
-        await trio.sleep(1.5)  # some 15 more failed accepts
-        for stream in streams:
-            await stream.aclose()
-        async with httpx2.AsyncClient(timeout=10) as http:
+    with trio.fail_after(40):
+        low_limit = ("prlimit", f"--nofile={FD_LIMIT}:{FD_LIMIT}", "--")  # soft = hard: nothing to raise
+        async with http_gateway(home, None, wrapper=low_limit) as gw:
+            host, port = address(gw)
+            assert sockets_of(gw.proc.pid) < FD_LIMIT - 10
+            # More connections than the limit: the accept backlog holds those the gateway cannot take.
+            streams = [await trio.open_tcp_stream(host, port) for _ in range(FD_LIMIT)]
             with trio.fail_after(10):
-                assert (await http.get(f"{gw.url}/livez")).status_code == 200
-        text = gw.stderr.decode()
-        assert text.count("accept failing") == 1 and "accept returned" not in text
-        assert "Traceback" not in text, text
+                while b"accept failing" not in gw.stderr:
+                    await trio.sleep(0.1)
+            await trio.sleep(1.5)  # some 15 more failed accepts
+            for stream in streams:
+                await stream.aclose()
+            async with httpx2.AsyncClient(timeout=10) as http:
+                with trio.fail_after(10):
+                    assert (await http.get(f"{gw.url}/livez")).status_code == 200
+            text = gw.stderr.decode()
+            assert text.count("accept failing") == 1 and "accept returned" not in text
+            assert "Traceback" not in text, text
