@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,11 +30,11 @@ class HttpGateway:
 
 @asynccontextmanager
 async def http_gateway(home: Path, env: Mapping[str, str] | None = None, *args: str,
-                       settle: bool = True) -> AsyncIterator[HttpGateway]:
+                       settle: bool = True, wrapper: Sequence[str] = ()) -> AsyncIterator[HttpGateway]:
     """A running `tfunnel serve --http --port 0` and its URL; with `settle` (the default) once
-    its upstreams had their start."""
+    its upstreams had their start. `wrapper` is a command that execs the gateway (e.g. prlimit)."""
     proc = await trio.lowlevel.open_process(
-        [*gateway_argv(home), "serve", "--http", "--port", "0", *args],
+        [*wrapper, *gateway_argv(home), "serve", "--http", "--port", "0", *args],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
         env={**os.environ, **(env or {})}, start_new_session=True)
     gw = HttpGateway(proc)

@@ -71,7 +71,7 @@ async def test_undecodable_body_is_a_parse_error(body: bytes) -> None:
     """A body that is not Unicode text gets 400 with a JSON-RPC -32700 (id null), never a message."""
     exchange = Exchange(body)
     with trio.fail_after(5):
-        message = await read_message(exchange.receive, exchange.send, CAP)
+        message = await read_message(exchange.receive, exchange.send, CAP, 30.0)
     assert message is None
     assert exchange.status == 400 and exchange.content_type == b"application/json"
     reply = exchange.json()
@@ -94,7 +94,7 @@ async def test_unicode_body_is_a_message(body: bytes, text: str) -> None:
     """Surrogate pairs, raw UTF-8, look-alike text and a UTF-8 byte order mark decode as usual."""
     exchange = Exchange(body)
     with trio.fail_after(5):
-        message = await read_message(exchange.receive, exchange.send, CAP)
+        message = await read_message(exchange.receive, exchange.send, CAP, 30.0)
     assert message == Request(1, "ping", {"x": text})
     assert exchange.sent == []
 

@@ -247,12 +247,14 @@ def upstream_status(gateway: Gateway) -> str:
 
 
 async def run_http(gateway: Gateway, metrics: Metrics, host: str, port: int, grace_s: float) -> int:
-    """Serve HTTP until SIGINT/SIGTERM (130/143): stop accepting, let in-flight calls finish
-    within `grace_s`, cancel the rest, close every upstream. SIGHUP reloads the config."""
+    """Serve HTTP until SIGINT/SIGTERM (130/143): refuse new MCP requests (503) while the
+    operations endpoints keep answering, let in-flight calls finish within `grace_s`, then close
+    the listener, cancel the rest and close every upstream. SIGHUP reloads the config."""
     # Imported here, not at the top: the stdio gateway never needs the HTTP stack, and its cold
     # start (what a desktop client waits for) should not pay for importing it.
     import hypercorn.config
 
+    from tfunnel.serve.connections import quiet_accept_errors, raise_fd_limit
     from tfunnel.serve.http import HttpApp
     from tfunnel.serve.loopback import is_loopback_bind
     from tfunnel.serve.sdnotify import Notifier
@@ -262,21 +264,31 @@ async def run_http(gateway: Gateway, metrics: Metrics, host: str, port: int, gra
         raise BindRefused(f"refusing to listen on {host!r}: tfunnel serves HTTP on loopback only "
                           "(an address in 127.0.0.0/8, ::1, or localhost) until authentication "
                           "is configured")
+    live = gateway.live
+    limits = live.settings.limits
+    soft, hard = raise_fd_limit()
+    log.debug("open-files limit", soft=soft, hard=hard)
+    quiet_accept_errors()
     config = hypercorn.config.Config()
     config.bind = [f"[{host}]:{port}" if ":" in host else f"{host}:{port}"]
-    config.graceful_timeout = grace_s
+    # The grace is ours (`HttpApp.drain`, while the listener still serves the health endpoints);
+    # when hypercorn is told to shut down, whatever still runs is past it and is cancelled.
+    config.graceful_timeout = 0
     config.accesslog = None
     config.errorlog = None  # our own log says what matters; hypercorn's would interleave raw lines
     config.h11_max_incomplete_size = 16 * 1024  # request line + headers
     config.backlog = 64
-    config.keep_alive_timeout = 30.0  # idle keep-alive connections are closed after this
+    # hypercorn's keep-alive timer runs whenever a connection is outside a request: idle between
+    # requests, and from the connection's start (or the previous answer) until a request's head
+    # is complete. So it is also the deadline for a slow head; a slow body is `HttpApp`'s (408).
+    config.keep_alive_timeout = limits.idle_timeout_s
     # hypercorn closes a keep-alive connection after 1000 requests by default; a client driving a
     # long session would reconnect every 1000 calls for no benefit.
     config.keep_alive_max_requests = 1_000_000
     # No read timeout: hypercorn applies it to the whole connection, which would cut off tool
     # calls and notification streams that legitimately last minutes.
-    live = gateway.live
-    app = HttpApp(gateway.router, live, gateway.supervisor, gateway.surface.tally, SessionStore(), metrics)
+    app = HttpApp(gateway.router, live, gateway.supervisor, gateway.surface.tally,
+                  SessionStore(max_sessions=limits.max_sessions), metrics)
     notifier = Notifier.from_env(os.environ)
     shutdown = trio.Event()
     signals = Signals(gateway)
@@ -287,11 +299,18 @@ async def run_http(gateway: Gateway, metrics: Metrics, host: str, port: int, gra
         log.info("draining", grace_s=grace_s)
         notifier.stopping()
         app.stopping.set()
+
+    async def drain_then_shut_down() -> None:
+        # hypercorn closes its listener at the shutdown trigger, so the trigger waits for the end
+        # of the drain: until then new connections are accepted and /health answers `stopping`.
+        await app.stopping.wait()
+        await app.drain(grace_s)
         shutdown.set()
 
     signals.on_stop = stop
     async with reaping(), running(gateway) as nursery:
         await nursery.start(signals.run)
+        nursery.start_soon(drain_then_shut_down)
         nursery.start_soon(notifier.run_watchdog)
         nursery.start_soon(app.reap_idle_sessions)
         urls = await nursery.start(_serve_http, app, config, shutdown)
@@ -308,7 +327,13 @@ async def run_http(gateway: Gateway, metrics: Metrics, host: str, port: int, gra
 async def _serve_http(app: HttpApp, config: hypercorn.config.Config, shutdown: trio.Event, *,
                       task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED) -> None:
     import hypercorn.trio
+    import hypercorn.trio.run
 
+    from tfunnel.serve.connections import PromptCloseTCPServer
+
+    # hypercorn's trio worker has no seam for its connection handler class; it looks the name up
+    # in its module at each accept, so this is where ours goes in (see serve/connections.py).
+    hypercorn.trio.run.TCPServer = PromptCloseTCPServer  # type: ignore[attr-defined]
     try:
         await hypercorn.trio.serve(app, config, shutdown_trigger=shutdown.wait,  # type: ignore[arg-type]
                                    task_status=task_status)

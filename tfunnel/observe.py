@@ -6,6 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+# The tool label of a call whose name is not a tool (made up, misspelt, or of an upstream that is
+# down): one label for all of them, so arbitrary client input never becomes a metrics time series.
+UNKNOWN_TOOL = "unknown"
+
 
 @dataclass
 class CallTally:

@@ -41,7 +41,7 @@ SETTINGS_KEYS = ("serverName", "serverVersion", "clientName", "clientVersion", "
                  "serveLegacy", "requires", "gate", "limits")
 GATE_KEYS = ("askFallback",)
 LIMITS_KEYS = ("maxMessageBytes", "toolTimeoutS", "toolOutputBytes", "shutdownGraceS", "upstreamStartS",
-               "maxToolProcesses")
+               "maxToolProcesses", "bodyReadTimeoutS", "idleTimeoutS", "maxHttpRequests", "maxSessions")
 REQUIRES_KEYS = ("command", "versionArg", "min", "why")
 REGISTER_KEYS = ("version", "description", "tools")
 ENTRY_KEYS = ("id", "name", "summary", "category", "instructions", "inputSchema", "mode", "invoke",
@@ -75,6 +75,13 @@ def _settings(home: Path, raw: dict[str, Any], f: Fields) -> Settings:
         or lim.upstream_start_s,
         max_tool_processes=f.integer(limits_raw, "maxToolProcesses", "limits", 1, 4096,
                                      lim.max_tool_processes),
+        body_read_timeout_s=f.positive(limits_raw, "bodyReadTimeoutS", "limits", lim.body_read_timeout_s)
+        or lim.body_read_timeout_s,
+        idle_timeout_s=f.positive(limits_raw, "idleTimeoutS", "limits", lim.idle_timeout_s)
+        or lim.idle_timeout_s,
+        max_http_requests=f.integer(limits_raw, "maxHttpRequests", "limits", 1, 1 << 16,
+                                    lim.max_http_requests),
+        max_sessions=f.integer(limits_raw, "maxSessions", "limits", 1, 1 << 16, lim.max_sessions),
     )
     ask = f.choice(gate_raw, "askFallback", "gate", ("deny", "allow"), "deny")
     requires = f.array(raw, "requires", "requirement objects")

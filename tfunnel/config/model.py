@@ -32,6 +32,14 @@ class Limits:
     upstream_start_s: float = 15.0
     # Tool and hook processes running at once, gateway-wide; more calls wait their turn.
     max_tool_processes: int = 32
+    # The HTTP service (SPEC §8.2): how long a request body may take to arrive (408 after), how
+    # long a connection may sit outside a request (idle between requests, or still sending a
+    # request's head) before it is closed, how many requests it handles at once (health and
+    # metrics endpoints not counted), and how many sessions it keeps.
+    body_read_timeout_s: float = 30.0
+    idle_timeout_s: float = 30.0
+    max_http_requests: int = 512
+    max_sessions: int = 256
 
 
 @dataclass(frozen=True)

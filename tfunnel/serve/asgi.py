@@ -160,11 +160,18 @@ async def rpc_error(send: Send, status: int, request_id: jsonrpc.RequestId | Non
     await json_response(send, status, jsonrpc.error_message(request_id, code, message), extra)
 
 
-async def read_message(receive: Receive, send: Send, cap: int) -> Message | None:
-    """One JSON-RPC message from the request body; on a body over `cap` (413) or one that is not a
-    valid message (400 with its JSON-RPC error; -32700 for text that is not UTF-8 or holds a lone
-    surrogate) the error is sent and None returned."""
-    body = await read_body(receive, cap)
+async def read_message(receive: Receive, send: Send, cap: int, timeout_s: float) -> Message | None:
+    """One JSON-RPC message from the request body; on a body that has not fully arrived within
+    `timeout_s` (408: a slow client must not hold a request slot), one over `cap` (413) or one
+    that is not a valid message (400 with its JSON-RPC error; -32700 for text that is not UTF-8 or
+    holds a lone surrogate) the error is sent and None returned."""
+    with trio.move_on_after(timeout_s) as reading:
+        body = await read_body(receive, cap)
+    if reading.cancelled_caught:
+        # The client may never read this; the connection closes after it (the body is unfinished).
+        await rpc_error(send, 408, None, jsonrpc.INVALID_REQUEST,
+                        f"Request Timeout: the request body did not arrive within {timeout_s:g} s")
+        return None
     if body is None:
         await rpc_error(send, 413, None, jsonrpc.INVALID_REQUEST, f"Request body exceeds the {cap}-byte cap")
         return None

@@ -3,9 +3,12 @@
 Routes: `POST/GET/DELETE /mcp` (Streamable HTTP, legacy sessions), `GET /health`, `/livez`,
 `/readyz`. Every request first passes the DNS-rebinding guard (`Host` must be a loopback name,
 421 otherwise) and the `Origin` check (present and not loopback → 403); `serve.loopback` says
-which names those are. Bodies are capped (413). Every error body is a JSON-RPC error object;
-only `/livez` and `/readyz` answer text. A client that disconnects while its call runs cancels
-that call through the tree (hooks, tool process groups, upstream requests).
+which names those are. Bodies are capped (413) and must arrive in time (408). The operations
+endpoints (`/health`, `/livez`, `/readyz`, `/metrics`) are outside the concurrency cap and are
+served through the whole drain at shutdown, while new MCP requests get 503.
+Every error body is a JSON-RPC error object; only `/livez` and `/readyz` answer text. A client
+that disconnects while its call runs cancels that call through the tree (hooks, tool process
+groups, upstream requests).
 """
 
 from __future__ import annotations
@@ -54,9 +57,10 @@ log = structlog.get_logger("tfunnel.http")
 
 BODY_CAP = 4 * 1024 * 1024
 REAP_EVERY_S = 60.0
-# HTTP requests handled at once (streams included); beyond this new ones get 503 rather than
-# piling up: one operator's gateway never needs more.
-MAX_CONCURRENT_REQUESTS = 512
+# The operations endpoints: cheap, bounded answers that must come while MCP traffic saturates the
+# cap (an orchestrator would otherwise restart a gateway that is merely busy) and while it drains.
+OPS_PATHS = frozenset({"/health", "/livez", "/readyz", "/metrics"})
+_CLOSE = [(b"connection", b"close")]
 # SSE comment lines keep proxies and clients from timing out an idle notification stream.
 KEEPALIVE_S = 15.0
 
@@ -78,8 +82,14 @@ class HttpApp:
         self.sessions = sessions
         self.stopping = trio.Event()  # set at SIGTERM: streams end, /readyz and /health say so
         self.stopped = trio.Event()  # set once the server has stopped
-        self.legacy_sse = LegacySse(router, live, sessions, self.stopping, BODY_CAP)
+        limits = live.settings.limits  # toolfunnel.json is read at start only
+        # HTTP requests handled at once (streams included), operations endpoints aside; beyond
+        # this new ones get 503 rather than piling up (`limits.maxHttpRequests`).
+        self.max_requests = limits.max_http_requests
+        self.body_timeout_s = limits.body_read_timeout_s
+        self.legacy_sse = LegacySse(router, live, sessions, self.stopping, BODY_CAP, self.body_timeout_s)
         self._active = 0
+        self._drained = trio.Event()  # set once stopping and no MCP request is left
         self._started_at = time.monotonic()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -107,7 +117,14 @@ class HttpApp:
                             "Forbidden: Origin not allowed; only http(s) origins on a loopback address "
                             "(127.0.0.0/8, [::1]) or localhost may call this gateway")
             return
-        if self._active >= MAX_CONCURRENT_REQUESTS:
+        if scope["path"] in OPS_PATHS:
+            await self._route(scope, headers, receive, send)
+            return
+        if self.stopping.is_set():
+            await rpc_error(send, 503, None, jsonrpc.INTERNAL_ERROR,
+                            "Service Unavailable: the gateway is stopping", _CLOSE)
+            return
+        if self._active >= self.max_requests:
             await rpc_error(send, 503, None, jsonrpc.INTERNAL_ERROR,
                             "Service Unavailable: too many concurrent requests")
             return
@@ -116,6 +133,16 @@ class HttpApp:
             await self._route(scope, headers, receive, send)
         finally:
             self._active -= 1
+            if self._active == 0 and self.stopping.is_set():
+                self._drained.set()
+
+    async def drain(self, grace_s: float) -> None:
+        """After `stopping` is set: return once no MCP request is left, or after `grace_s`.
+        Meanwhile the operations endpoints keep answering (503 `stopping` from /health)."""
+        if self._active == 0:
+            return
+        with trio.move_on_after(grace_s):
+            await self._drained.wait()
 
     async def _route(self, scope: Scope, headers: dict[str, str], receive: Receive, send: Send) -> None:
         path, method = scope["path"], scope["method"]
@@ -157,7 +184,7 @@ class HttpApp:
             await rpc_error(send, 406, None, jsonrpc.INVALID_REQUEST,
                              "Not Acceptable: Accept must list application/json and text/event-stream")
             return
-        message = await read_message(receive, send, BODY_CAP)
+        message = await read_message(receive, send, BODY_CAP, self.body_timeout_s)
         if message is None:
             return
         if (isinstance(message, Request) and message.method == "initialize"
@@ -218,11 +245,18 @@ class HttpApp:
         await self._exchange(ClientSession(id="modern"), request, receive, send, era=Era.MODERN)
 
     async def _initialize(self, request: Request, send: Send) -> None:
-        session = self.sessions.create()
+        session = await self.sessions.create()
         if session is None:
-            await rpc_error(send, 503, request.id, jsonrpc.INTERNAL_ERROR, "Too many sessions")
+            await rpc_error(send, 503, request.id, jsonrpc.INTERNAL_ERROR,
+                            "Too many sessions: every session has a call or stream open")
             return
-        reply = await self.router.respond(session.client, request)
+        # Busy while it initializes (SessionStart hooks may take a while): another initialize at
+        # the cap must not evict a session before its client has even heard its id.
+        session.inflight[request.id] = trio.CancelScope()
+        try:
+            reply = await self.router.respond(session.client, request)
+        finally:
+            del session.inflight[request.id]
         if "error" in reply:
             self.sessions.remove(session.client.id)
             # A modern-only gateway answers `initialize` as the modern era answers errors.
@@ -283,6 +317,8 @@ class HttpApp:
         finally:
             if inflight is not None:
                 del inflight[request.id]
+            if session is not None:
+                self.sessions.touch(session.client.id)  # used until now, not since it began
         if stream.started:
             if reply is not None:
                 await send({"type": "http.response.body", "body": sse(reply), "more_body": True})
@@ -328,6 +364,7 @@ class HttpApp:
                 await send({"type": "http.response.body", "body": b""})
         finally:
             session.streams -= 1
+            self.sessions.touch(session.client.id)
 
     async def _notifications(self, session: HttpSession, send: Send) -> None:
         changes = self.live.tools_changed
@@ -351,12 +388,13 @@ class HttpApp:
         await plain(send, 200, b"")
 
     async def reap_idle_sessions(self) -> None:
-        """Forget idle sessions every minute, ending each properly (Stop hooks, audit record)."""
-        while True:
-            await trio.sleep(REAP_EVERY_S)
-            for session in self.sessions.expire():
-                log.info("session expired", session=session.client.id)
-                await self.router.end_session(session.client)
+        """Forget idle sessions every minute; end each session the store forgets (expired, or
+        evicted at the cap) as DELETE does (Stop hooks, audit record). Runs until cancelled."""
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self.sessions.run_ends, self.router.end_session)
+            while True:
+                await trio.sleep(REAP_EVERY_S)
+                await self.sessions.expire()
 
     # --- operations -----------------------------------------------------------------------------
 

@@ -1,10 +1,17 @@
-"""Legacy Streamable HTTP sessions: minted by `initialize`, ended by DELETE or idleness."""
+"""Legacy Streamable HTTP sessions: minted by `initialize`, ended by DELETE, idleness or eviction.
+
+The store forgets sessions synchronously (so a forgotten id gets 404 at once) and hands each one it
+forgot on its own (expired, evicted) to `run_ends`, which ends it as DELETE does: its calls are
+already cancelled; its Stop hooks run and its end is audited.
+"""
 
 from __future__ import annotations
 
 import secrets
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
+import structlog
 import trio
 
 from tfunnel.protocol import jsonrpc
@@ -15,8 +22,15 @@ from tfunnel.serve.outbound import OutboundRequests
 
 # A session nobody has used for this long is forgotten (its client must initialize again).
 IDLE_EXPIRY_S = 30 * 60.0
-# More live sessions than this is a misbehaving client, not a desktop app.
+# More live sessions than this is a misbehaving client, not a desktop app (`limits.maxSessions`).
 MAX_SESSIONS = 256
+# Forgotten sessions wait here for their end; when it is full, the `initialize` that evicts waits:
+# backpressure on whoever causes the churn, never an unbounded pile of pending Stop hooks.
+ENDING_QUEUE = 64
+# Sessions ended at once (each may run Stop hooks, which can take up to their timeout).
+ENDING_WORKERS = 4
+
+log = structlog.get_logger("tfunnel.http")
 
 
 @dataclass
@@ -27,6 +41,11 @@ class HttpSession:
     streams: int = 0  # open GET notification streams
     closed: trio.Event = field(default_factory=trio.Event)
     outbound: OutboundRequests = field(default_factory=OutboundRequests)  # requests to the client
+
+    @property
+    def busy(self) -> bool:
+        """A call or a stream is open: the session is in use, whatever its last request."""
+        return bool(self.inflight) or self.streams > 0
 
     def cancel_all(self) -> None:
         for scope in self.inflight.values():
@@ -45,9 +64,10 @@ class HttpSession:
 
 class SessionStore:
     def __init__(self, idle_expiry_s: float = IDLE_EXPIRY_S, max_sessions: int = MAX_SESSIONS) -> None:
-        self._sessions: dict[str, HttpSession] = {}
+        self._sessions: dict[str, HttpSession] = {}  # in order of last use, least recent first
         self.idle_expiry_s = idle_expiry_s
         self.max_sessions = max_sessions
+        self._ending, self._to_end = trio.open_memory_channel[HttpSession](ENDING_QUEUE)
 
     def __len__(self) -> int:
         return len(self._sessions)
@@ -55,35 +75,74 @@ class SessionStore:
     def streams(self) -> int:
         return sum(s.streams for s in self._sessions.values())
 
-    def create(self) -> HttpSession | None:
-        """A new session with a secure random id; None when the store is full."""
-        self.expire()
+    async def create(self) -> HttpSession | None:
+        """A new session with a secure random id. Sessions idle past the expiry are forgotten
+        first; when the store is still full, the least recently used idle session (no call or
+        stream open) is evicted to make room (its client gets 404 and initializes again). None
+        when every session is busy. Every session forgotten here goes to `run_ends`."""
+        forgotten = self._forget_expired()
         if len(self._sessions) >= self.max_sessions:
-            return None
+            victim = next((s for s in self._sessions.values() if not s.busy), None)
+            if victim is None:
+                await self._hand_over(forgotten)
+                return None
+            log.info("session evicted: the session cap is reached", session=victim.client.id,
+                     max_sessions=self.max_sessions)
+            self.remove(victim.client.id)
+            forgotten.append(victim)
         session_id = secrets.token_urlsafe(32)  # visible ASCII, unguessable
         session = HttpSession(ClientSession(id=session_id), trio.current_time())
         self._sessions[session_id] = session
+        await self._hand_over(forgotten)
         return session
 
     def get(self, session_id: str) -> HttpSession | None:
-        session = self._sessions.get(session_id)
+        """A live session, now the most recently used; None if unknown or forgotten."""
+        return self.touch(session_id)
+
+    def touch(self, session_id: str) -> HttpSession | None:
+        """Mark a session used now (a request arrived, or its call or stream just ended)."""
+        session = self._sessions.pop(session_id, None)
         if session is not None:
             session.last_seen = trio.current_time()
+            self._sessions[session_id] = session
         return session
 
     def remove(self, session_id: str) -> HttpSession | None:
+        """Forget a session and cancel its calls; ending it (Stop hooks) is the caller's part."""
         session = self._sessions.pop(session_id, None)
         if session is not None:
             session.cancel_all()
             session.closed.set()
         return session
 
-    def expire(self) -> list[HttpSession]:
-        """Forget sessions idle for longer than the expiry (none with a call or stream open)."""
+    async def expire(self) -> None:
+        """Forget sessions idle for longer than the expiry (none with a call or stream open) and
+        hand them to `run_ends`."""
+        await self._hand_over(self._forget_expired())
+
+    def _forget_expired(self) -> list[HttpSession]:
         now = trio.current_time()
         stale = [sid for sid, s in self._sessions.items()
-                 if now - s.last_seen > self.idle_expiry_s and not s.inflight and not s.streams]
+                 if now - s.last_seen > self.idle_expiry_s and not s.busy]
+        for sid in stale:
+            log.info("session expired", session=sid)
         return [s for s in (self.remove(sid) for sid in stale) if s is not None]
+
+    async def _hand_over(self, sessions: list[HttpSession]) -> None:
+        for session in sessions:
+            await self._ending.send(session)
+
+    async def run_ends(self, end: Callable[[ClientSession], Awaitable[None]]) -> None:
+        """End every session the store forgets on its own (`end` runs its Stop hooks and audit
+        record), `ENDING_WORKERS` at a time. Runs until cancelled."""
+        async def worker(sessions: trio.MemoryReceiveChannel[HttpSession]) -> None:
+            async for session in sessions:
+                await end(session.client)
+
+        async with trio.open_nursery() as nursery:
+            for _ in range(ENDING_WORKERS):
+                nursery.start_soon(worker, self._to_end.clone())
 
     def close_all(self) -> None:
         for session_id in list(self._sessions):

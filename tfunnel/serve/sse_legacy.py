@@ -40,18 +40,19 @@ _QUEUE = 64
 
 class LegacySse:
     def __init__(self, router: Router, live: Live, sessions: SessionStore, stopping: trio.Event,
-                 body_cap: int) -> None:
+                 body_cap: int, body_timeout_s: float) -> None:
         self.router = router
         self.live = live
         self.sessions = sessions
         self.stopping = stopping
         self.body_cap = body_cap
+        self.body_timeout_s = body_timeout_s
         # session id → (its queue toward the stream, the nursery hosting its requests)
         self._streams: dict[str, tuple[trio.MemorySendChannel[dict[str, Any]], trio.Nursery]] = {}
 
     async def stream(self, receive: Receive, send: Send) -> None:
         """`GET /sse`: a new session whose answers and notifications all flow here."""
-        session = self.sessions.create()
+        session = await self.sessions.create()
         if session is None:
             await rpc_error(send, 503, None, jsonrpc.INTERNAL_ERROR, "Too many sessions")
             return
@@ -85,7 +86,7 @@ class LegacySse:
         if session is None or stream is None:
             await rpc_error(send, 404, None, jsonrpc.INVALID_REQUEST, "Session not found")
             return
-        message = await read_message(receive, send, self.body_cap)
+        message = await read_message(receive, send, self.body_cap, self.body_timeout_s)
         if message is None:
             return
         queue, nursery = stream

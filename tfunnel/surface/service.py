@@ -17,7 +17,7 @@ from tfunnel.audit import AuditLog
 from tfunnel.config.model import META_TOOL_NAMES, ToolEntry
 from tfunnel.errors import GateDenied, ProtocolError, ToolFailure
 from tfunnel.gate.gated import Gate, ToolCall, gated_run
-from tfunnel.observe import CallTally, NullObserver, Observer
+from tfunnel.observe import UNKNOWN_TOOL, CallTally, NullObserver, Observer
 from tfunnel.protocol.jsonrpc import INVALID_PARAMS
 from tfunnel.protocol.results import ToolResult
 from tfunnel.surface import bridge, meta
@@ -110,8 +110,16 @@ class Surface:
         if result.is_error:
             self.tally.errors += 1
         outcome = "denied" if result.denied else "error" if result.is_error else "ok"
-        self._observer.tool_call(name, time.monotonic() - started, outcome=outcome)
+        self._observer.tool_call(self._metric_label(name), time.monotonic() - started, outcome=outcome)
         return result
+
+    def _metric_label(self, name: str) -> str:
+        """`name` if it names a tool (a meta-tool, a register entry, an upstream tool), else
+        `unknown`: names a client makes up must not use up the metrics' label budget."""
+        catalog = self._catalog()
+        known = name in META_TOOL_NAMES or catalog.find_local(name) is not None \
+            or catalog.find_upstream(name) is not None
+        return name if known else UNKNOWN_TOOL
 
     async def _meta(self, catalog: Catalog, name: str, args: dict[str, Any], ctx: CallContext) -> ToolResult:
         validate_args(name, meta.DEFINITIONS[name]["inputSchema"], args)

@@ -1,0 +1,298 @@
+"""The HTTP service under faults and load: slow clients, a saturated /mcp, the session cap, made-up
+tool names, the drain. Every load here is bounded in count and time, on loopback only."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager, suppress
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx2
+import pytest
+import trio
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.conftest import add_tools
+from tests.hooks import set_hooks
+from tests.httpgw import HttpGateway, http_gateway
+from tests.test_http import ACCEPT, INIT, open_session
+from tests.test_stdio_wire import SLEEPER, run_tool
+from tests.upstreams import set_upstreams
+
+pytestmark = pytest.mark.timeout(120)
+
+PROMPT_S = 3.0  # what "answers promptly" means here, on a loaded 2-core machine
+FD_LIMIT = 64  # for the EMFILE test: room to start, and few enough to exhaust quickly
+
+
+def set_limits(home: Path, **limits: Any) -> None:
+    """Merge `limits` into the home's toolfunnel.json."""
+    path = home / "toolfunnel.json"
+    settings = json.loads(path.read_text())
+    settings.setdefault("limits", {}).update(limits)
+    path.write_text(json.dumps(settings))
+
+
+def address(gw: HttpGateway) -> tuple[str, int]:
+    parts = urlsplit(gw.url)
+    assert parts.hostname is not None and parts.port is not None
+    return parts.hostname, parts.port
+
+
+async def probe(http: httpx2.AsyncClient, url: str, path: str) -> httpx2.Response:
+    """One GET that must be answered within PROMPT_S."""
+    with trio.fail_after(PROMPT_S):
+        return await http.get(f"{url}{path}")
+
+
+def sockets_of(pid: int) -> int:
+    """How many sockets process `pid` holds open (its /proc fd links)."""
+    count = 0
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        with suppress(FileNotFoundError):  # closed while we looked
+            count += os.readlink(f"/proc/{pid}/fd/{fd}").startswith("socket:")
+    return count
+
+
+async def read_response(stream: trio.SocketStream) -> bytes:
+    """Everything the server sends until it closes the connection."""
+    data = b""
+    while chunk := await stream.receive_some(65536):
+        data += chunk
+    return data
+
+
+@asynccontextmanager
+async def slow_calls(http: httpx2.AsyncClient, url: str, session: str, count: int,
+                     seconds: float = 30) -> AsyncIterator[None]:
+    """`count` sleeper calls in flight in `session` for the block (cancelled at its end)."""
+    headers = {**ACCEPT, "mcp-session-id": session}
+
+    async def call(i: int) -> None:
+        body = run_tool(f"slow-{i}", "sleeper", {"seconds": seconds})
+        await http.post(f"{url}/mcp", json=body, headers=headers, timeout=60)
+
+    async with trio.open_nursery() as nursery:
+        for i in range(count):
+            nursery.start_soon(call, i)
+        await trio.sleep(1.0)  # every call is in the gateway (they take no capacity to start)
+        yield
+        nursery.cancel_scope.cancel()
+
+
+async def test_slow_bodies_time_out_with_408_while_probes_answer(home: Path) -> None:
+    """100 connections that send a head with Content-Length and then stall: /livez and /health
+    answer promptly meanwhile, and each stalled body gets 408 (a JSON-RPC error) after the
+    configured `limits.bodyReadTimeoutS`."""
+    set_limits(home, bodyReadTimeoutS=2)
+    async with http_gateway(home) as gw, httpx2.AsyncClient(timeout=10) as http:
+        host, port = address(gw)
+        head = (b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: application/json, text/event-stream\r\n"
+                b"Content-Type: application/json\r\nContent-Length: 200\r\n\r\n{\"jsonrpc\": ")
+        answers: list[bytes] = []
+
+        async def stall() -> None:
+            stream = await trio.open_tcp_stream(host, port)
+            async with stream:
+                await stream.send_all(head)
+                answers.append(await read_response(stream))
+
+        with trio.fail_after(30):
+            async with trio.open_nursery() as nursery:
+                for _ in range(100):
+                    nursery.start_soon(stall)
+                await trio.sleep(0.5)
+                started = trio.current_time()
+                assert (await probe(http, gw.url, "/livez")).text == "ok"
+                assert (await probe(http, gw.url, "/health")).json()["status"] == "ok"
+                assert not answers and trio.current_time() - started < 1.5  # before the timeout
+        assert len(answers) == 100
+        for answer in answers:
+            status_line, _, rest = answer.partition(b"\r\n")
+            assert status_line == b"HTTP/1.1 408 ", status_line
+            body = rest.split(b"\r\n\r\n", 1)[1]  # chunked: the JSON sits inside one chunk
+            error = json.loads(body[body.index(b"{"):body.rindex(b"}") + 1])
+            assert error["id"] is None and error["error"]["code"] == -32600
+            assert "2 s" in error["error"]["message"]
+
+
+async def test_a_slow_request_head_is_cut_off(home: Path) -> None:
+    """A client that trickles its request head never completes it: the connection is closed once
+    `limits.idleTimeoutS` has passed, though bytes keep arriving."""
+    set_limits(home, idleTimeoutS=1.5)
+    async with http_gateway(home) as gw:
+        host, port = address(gw)
+        stream = await trio.open_tcp_stream(host, port)
+        started = trio.current_time()
+        closed = False
+        with trio.fail_after(10):
+            async with stream:
+                try:
+                    for byte in b"GET /livez HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: " + b"a" * 100:
+                        await stream.send_all(bytes([byte]))
+                        with trio.move_on_after(0.2):
+                            if await stream.receive_some(1024) == b"":
+                                closed = True
+                                break
+                except trio.BrokenResourceError:
+                    closed = True
+        assert closed and 1.4 < trio.current_time() - started < 5
+
+
+async def test_connections_the_client_closed_are_closed_promptly(home: Path) -> None:
+    """50 keep-alive connections closed by the client: the gateway's side of each is gone within
+    a few seconds (not when the 30 s keep-alive timer would end: no pile of CLOSE-WAIT)."""
+    with trio.fail_after(30):
+        async with http_gateway(home) as gw:
+            host, port = address(gw)
+            baseline = sockets_of(gw.proc.pid)
+            streams = []
+            for _ in range(50):
+                stream = await trio.open_tcp_stream(host, port)
+                await stream.send_all(b"GET /livez HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+                with trio.fail_after(PROMPT_S):
+                    assert (await stream.receive_some(65536)).startswith(b"HTTP/1.1 200")
+                streams.append(stream)
+            assert sockets_of(gw.proc.pid) >= baseline + 50  # idle, kept alive
+            for stream in streams:
+                await stream.aclose()
+            with trio.fail_after(5):
+                while sockets_of(gw.proc.pid) > baseline:
+                    await trio.sleep(0.1)
+
+
+async def test_probes_answer_while_mcp_is_at_its_cap(home: Path) -> None:
+    """With `limits.maxHttpRequests` calls in flight, another /mcp request gets 503 while /livez,
+    /readyz, /health and /metrics still answer."""
+    add_tools(home, SLEEPER, scripts=("sleeper.py",))
+    set_limits(home, maxHttpRequests=4)
+    with trio.fail_after(30):
+        async with http_gateway(home) as gw, httpx2.AsyncClient(timeout=10) as http:
+            session = await open_session(http, gw.url)
+            async with slow_calls(http, gw.url, session, 4):
+                ping = {"jsonrpc": "2.0", "id": 9, "method": "ping"}
+                headers = {**ACCEPT, "mcp-session-id": session}
+                refused = await http.post(f"{gw.url}/mcp", json=ping, headers=headers)
+                assert refused.status_code == 503
+                assert "too many concurrent requests" in refused.json()["error"]["message"]
+                assert (await probe(http, gw.url, "/livez")).status_code == 200
+                assert (await probe(http, gw.url, "/readyz")).status_code == 200
+                health = await probe(http, gw.url, "/health")
+                assert health.status_code == 200 and health.json()["calls"]["total"] == 4
+                metrics = await probe(http, gw.url, "/metrics")
+                assert metrics.status_code == 200 and "tfunnel_inflight_calls 4.0" in metrics.text
+
+
+async def test_the_least_recently_used_idle_session_is_evicted_at_the_cap(home: Path, tmp_path: Path) -> None:
+    """At `limits.maxSessions`, a new initialize evicts the least recently used idle session (it
+    gets 404, its Stop hook runs), never a busy one; with every session busy it gets 503."""
+    add_tools(home, SLEEPER, scripts=("sleeper.py",))
+    set_limits(home, maxSessions=3)
+    stops = tmp_path / "stops"
+    stops.mkdir()
+    set_hooks(home, {"event": "Stop", "command": f"cat > {stops}/$$.json"})
+
+    def stopped() -> set[str]:
+        return {json.loads(p.read_text())["session_id"] for p in stops.iterdir() if p.read_text()}
+
+    with trio.fail_after(60):
+        async with http_gateway(home) as gw, httpx2.AsyncClient(timeout=10) as http:
+            busy, older, newer = [await open_session(http, gw.url) for _ in range(3)]
+
+            async def ping(session: str) -> int:
+                reply = await http.post(f"{gw.url}/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
+                                        headers={**ACCEPT, "mcp-session-id": session})
+                return reply.status_code
+
+            async with slow_calls(http, gw.url, busy, 1):  # `busy` is the least recently used, but busy
+                assert await ping(older) == 200  # now `newer` is the least recently used idle one
+                fresh = await open_session(http, gw.url)
+                assert await ping(newer) == 404
+                with trio.fail_after(10):
+                    while newer not in stopped():
+                        await trio.sleep(0.05)
+                assert stopped() == {newer}
+                assert await ping(older) == 200 and await ping(fresh) == 200
+                async with slow_calls(http, gw.url, older, 1), slow_calls(http, gw.url, fresh, 1):
+                    refused = await http.post(f"{gw.url}/mcp", json=INIT, headers=ACCEPT)
+                    assert refused.status_code == 503
+                    assert "Too many sessions" in refused.json()["error"]["message"]
+            health = (await http.get(f"{gw.url}/health")).json()
+            assert health["clients"]["sessions"] == 3
+
+
+async def test_made_up_tool_names_share_one_metrics_label(home: Path) -> None:
+    """600 calls of distinct unknown names count under one tool="unknown" label; a known tool
+    keeps its own."""
+    async with http_gateway(home) as gw, httpx2.AsyncClient(timeout=30) as http:
+        headers = {**ACCEPT, "mcp-session-id": await open_session(http, gw.url)}
+        limiter = trio.CapacityLimiter(8)
+
+        async def call(name: str, args: dict[str, Any]) -> None:
+            async with limiter:
+                reply = await http.post(f"{gw.url}/mcp", json=run_tool(name, name, args), headers=headers)
+                assert reply.status_code == 200
+
+        with trio.fail_after(90):
+            async with trio.open_nursery() as nursery:
+                for i in range(600):
+                    nursery.start_soon(call, f"made_up_{i}", {})
+                nursery.start_soon(call, "hash", {"text": "abc"})
+        text = (await http.get(f"{gw.url}/metrics")).text
+    tools = {s.labels["tool"]: s.value for family in text_string_to_metric_families(text)
+             for s in family.samples if s.name == "tfunnel_tool_calls_total"}
+    assert tools == {"unknown": 600, "hash": 1}
+
+
+async def test_health_says_stopping_through_the_drain(home: Path) -> None:
+    """After SIGTERM, while a long call runs out its grace, a new connection still gets /health
+    503 `stopping` (and /livez 200, /readyz 503); a new MCP request gets 503."""
+    add_tools(home, SLEEPER, scripts=("sleeper.py",))
+    set_upstreams(home)
+    with trio.fail_after(40):
+        async with http_gateway(home, None, "--grace", "8") as gw, httpx2.AsyncClient(timeout=10) as http:
+            session = await open_session(http, gw.url)
+            async with slow_calls(http, gw.url, session, 1):
+                gw.proc.send_signal(signal.SIGTERM)
+                for _ in range(2):  # at the start of the drain and well into it
+                    await trio.sleep(1.5)
+                    async with httpx2.AsyncClient(timeout=PROMPT_S) as fresh:  # a new connection
+                        health = await fresh.get(f"{gw.url}/health")
+                        assert health.status_code == 503 and health.json()["status"] == "stopping"
+                        assert (await fresh.get(f"{gw.url}/livez")).status_code == 200
+                        assert (await fresh.get(f"{gw.url}/readyz")).status_code == 503
+                        refused = await fresh.post(f"{gw.url}/mcp", json=INIT, headers=ACCEPT)
+                        assert refused.status_code == 503 and "stopping" in refused.json()["error"]["message"]
+            assert await gw.wait_exit() == 143
+
+
+@pytest.mark.skipif(shutil.which("prlimit") is None, reason="needs prlimit (util-linux)")
+async def test_accept_failing_for_open_files_is_one_log_line(home: Path) -> None:
+    """Under a low open-files limit, connections beyond it make accept fail with EMFILE: stderr
+    gets one rate-limited line (no tracebacks), and the gateway serves again once they close."""
+    set_upstreams(home)
+    with trio.fail_after(40):
+        low_limit = ("prlimit", f"--nofile={FD_LIMIT}:{FD_LIMIT}", "--")  # soft = hard: nothing to raise
+        async with http_gateway(home, None, wrapper=low_limit) as gw:
+            host, port = address(gw)
+            assert sockets_of(gw.proc.pid) < FD_LIMIT - 10
+            # More connections than the limit: the accept backlog holds those the gateway cannot take.
+            streams = [await trio.open_tcp_stream(host, port) for _ in range(FD_LIMIT)]
+            with trio.fail_after(10):
+                while b"accept failing" not in gw.stderr:
+                    await trio.sleep(0.1)
+            await trio.sleep(1.5)  # some 15 more failed accepts
+            for stream in streams:
+                await stream.aclose()
+            async with httpx2.AsyncClient(timeout=10) as http:
+                with trio.fail_after(10):
+                    assert (await http.get(f"{gw.url}/livez")).status_code == 200
+            text = gw.stderr.decode()
+            assert text.count("accept failing") == 1 and "accept returned" not in text
+            assert "Traceback" not in text, text

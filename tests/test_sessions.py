@@ -1,0 +1,60 @@
+"""The legacy HTTP session store: least-recently-used eviction of idle sessions, expiry, and the
+one end-of-session path both take."""
+
+from __future__ import annotations
+
+import pytest
+import trio
+import trio.testing
+
+from tfunnel.protocol.session import ClientSession
+from tfunnel.serve.sessions import SessionStore
+
+pytestmark = pytest.mark.timeout(10)
+
+
+async def test_the_cap_evicts_the_least_recently_used_idle_session_and_ends_it() -> None:
+    """At the cap, create evicts the LRU idle session (a get counts as use; a session with a call
+    or stream open is never taken) and hands it to run_ends; with all busy, create is refused."""
+    ended: list[str] = []
+
+    async def end(client: ClientSession) -> None:
+        ended.append(client.id)
+
+    store = SessionStore(max_sessions=3)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(store.run_ends, end)
+        first, second, third = [s for s in [await store.create() for _ in range(3)] if s is not None]
+        first.inflight[1] = trio.CancelScope()  # busy: a call is open
+        assert store.get(second.client.id) is second  # now third is the least recently used idle
+        fourth = await store.create()
+        assert fourth is not None and store.get(third.client.id) is None and third.closed.is_set()
+        await trio.testing.wait_all_tasks_blocked()
+        assert ended == [third.client.id]
+        second.streams = 1
+        fourth.inflight[2] = trio.CancelScope()
+        assert await store.create() is None and len(store) == 3
+        await trio.testing.wait_all_tasks_blocked()
+        assert ended == [third.client.id]
+        nursery.cancel_scope.cancel()
+
+
+@pytest.mark.trio_clock
+async def test_sessions_expired_at_create_are_ended_too() -> None:
+    """Sessions found expired when another is created get their end (Stop hooks) as the reaper's do."""
+    ended: list[str] = []
+
+    async def end(client: ClientSession) -> None:
+        ended.append(client.id)
+
+    store = SessionStore(idle_expiry_s=60, max_sessions=10)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(store.run_ends, end)
+        old = await store.create()
+        assert old is not None
+        await trio.sleep(61)
+        assert await store.create() is not None
+        await trio.testing.wait_all_tasks_blocked()
+        assert ended == [old.client.id] and len(store) == 1
+        assert trio.current_time() == 61
+        nursery.cancel_scope.cancel()
