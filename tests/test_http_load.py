@@ -296,3 +296,25 @@ async def test_accept_failing_for_open_files_is_one_log_line(home: Path) -> None
             text = gw.stderr.decode()
             assert text.count("accept failing") == 1 and "accept returned" not in text
             assert "Traceback" not in text, text
+
+
+async def test_a_session_can_still_cancel_its_call_during_the_drain(home: Path) -> None:
+    """During the drain a session's notifications still pass (a cancel ends its call, and with
+    it the drain), while a new request in that session is refused 503."""
+    add_tools(home, SLEEPER, scripts=("sleeper.py",))
+    set_upstreams(home)
+    with trio.fail_after(40):
+        async with http_gateway(home, None, "--grace", "30") as gw, httpx2.AsyncClient(timeout=10) as http:
+            session = await open_session(http, gw.url)
+            headers = {**ACCEPT, "mcp-session-id": session}
+            async with slow_calls(http, gw.url, session, 1):
+                gw.proc.send_signal(signal.SIGTERM)
+                await trio.sleep(0.5)
+                refused = await http.post(f"{gw.url}/mcp", headers=headers,
+                                          json=run_tool("new", "hash", {"text": "x"}))
+                assert refused.status_code == 503
+                cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled",
+                          "params": {"requestId": "slow-0"}}
+                assert (await http.post(f"{gw.url}/mcp", headers=headers, json=cancel)).status_code == 202
+                # The only call ended: the drain is over long before its 30 s grace.
+                assert await gw.wait_exit(timeout=10) == 143

@@ -120,9 +120,8 @@ class HttpApp:
         if scope["path"] in OPS_PATHS:
             await self._route(scope, headers, receive, send)
             return
-        if self.stopping.is_set():
-            await rpc_error(send, 503, None, jsonrpc.INTERNAL_ERROR,
-                            "Service Unavailable: the gateway is stopping", _CLOSE)
+        if self.stopping.is_set() and not self._answers_a_session(scope, headers):
+            await _stopping(send)
             return
         if self._active >= self.max_requests:
             await rpc_error(send, 503, None, jsonrpc.INTERNAL_ERROR,
@@ -135,6 +134,13 @@ class HttpApp:
             self._active -= 1
             if self._active == 0 and self.stopping.is_set():
                 self._drained.set()
+
+    def _answers_a_session(self, scope: Scope, headers: dict[str, str]) -> bool:
+        """A POST in an open session: during the drain it may still carry what a call in flight
+        needs (a cancel, an answer to our question); a new request in it is refused in `_post`."""
+        session_id = headers.get("mcp-session-id")
+        return (scope["path"] == "/mcp" and scope["method"] == "POST" and session_id is not None
+                and self.sessions.get(session_id) is not None)
 
     async def drain(self, grace_s: float) -> None:
         """After `stopping` is set: return once no MCP request is left, or after `grace_s`.
@@ -199,6 +205,9 @@ class HttpApp:
             return
         session = await self._session(headers, send)
         if session is None:
+            return
+        if isinstance(message, Request) and self.stopping.is_set():
+            await _stopping(send)  # no new work while draining; notifications and answers pass
             return
         if isinstance(message, Notification):
             session.notification(self.router, message)
@@ -415,3 +424,8 @@ class HttpApp:
             sessions=len(self.sessions),
             listen_streams=self.sessions.streams() + self.router.modern.listening)
         await json_response(send, health.http_status(status), document)
+
+
+async def _stopping(send: Send) -> None:
+    await rpc_error(send, 503, None, jsonrpc.INTERNAL_ERROR, "Service Unavailable: the gateway is stopping",
+                    _CLOSE)
