@@ -318,3 +318,55 @@ async def test_a_session_can_still_cancel_its_call_during_the_drain(home: Path) 
                 assert (await http.post(f"{gw.url}/mcp", headers=headers, json=cancel)).status_code == 202
                 # The only call ended: the drain is over long before its 30 s grace.
                 assert await gw.wait_exit(timeout=10) == 143
+
+
+def rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no VmRSS")
+
+
+async def test_a_client_that_stops_reading_its_sse_stream_is_disconnected(home: Path) -> None:
+    """A 2024 HTTP+SSE client that stops reading while 300 answers of 1 MB each come due is
+    disconnected once its bounded queue is full (its POSTs get 404 at once, its calls are cancelled,
+    and its Stop hook fires once its connection is closed: the write it never took times out),
+    instead of having every answer held for it; memory stays bounded and the gateway serves on."""
+    from tests.upstreams import mock_upstream
+
+    stopped = home / "stopped"
+    set_limits(home, writeTimeoutS=2)
+    set_upstreams(home, mock_upstream("mock", "--tools", "big"))
+    set_hooks(home, {"event": "Stop", "command": f"touch {stopped}"})
+    with trio.fail_after(80):
+        async with http_gateway(home) as gw, httpx2.AsyncClient(timeout=30) as http:
+            host, port = address(gw)
+            before = rss_mib(gw.proc.pid)
+            stream = await trio.open_tcp_stream(host, port)
+            await stream.send_all(b"GET /sse HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                                  b"Accept: text/event-stream\r\n\r\n")
+            head = b""
+            while b"session_id=" not in head:
+                head += await stream.receive_some(4096)
+            session_id = head.split(b"session_id=", 1)[1].split(b"\n", 1)[0].strip().decode()
+            post = f"{gw.url}/messages?session_id={session_id}"
+            init = {**INIT, "id": "init"}
+            assert (await http.post(post, json=init)).status_code == 202
+            # From here on the client reads nothing more from its stream.
+            for i in range(300):
+                call = run_tool(i, "mock_big", {"bytes": 1_000_000})
+                reply = await http.post(post, json=call)
+                if reply.status_code == 404:  # already disconnected: the session is gone
+                    break
+                assert reply.status_code == 202
+            late = run_tool("late", "hash", {"text": "x"})
+            with trio.fail_after(30):
+                while (await http.post(post, json=late)).status_code != 404:
+                    await trio.sleep(0.2)
+                while not stopped.exists():
+                    await trio.sleep(0.1)
+            grown = rss_mib(gw.proc.pid) - before
+            assert (await http.get(f"{gw.url}/livez")).status_code == 200
+            await stream.aclose()
+    # Holding all 300 answers would take 300 MB and more; a bounded queue holds a fraction of that.
+    assert grown < 150, grown

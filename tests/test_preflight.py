@@ -123,6 +123,10 @@ def hook(hid: str, command: str, *, enabled: bool = True) -> HookSpec:
                  ["hooks[0] (id 'long'): field 'command': names {hooks}/" + "x" * 5000 + ", which cannot be "
                   "looked at: File name too long"], [], id="name-too-long-is-a-finding-not-a-crash"),
     pytest.param(hook("pipe", "cat | no-such-program-xyz"), [], [], id="shell-syntax-is-left-to-the-shell"),
+    pytest.param(hook("touch", "touch {hooks}/created-by-the-hook"), [], [], id="a-file-the-hook-creates"),
+    pytest.param(hook("inline", "bash -c 'python3 hooks/scripts/gone.py'"), [], [],
+                 id="code-on-the-command-line"),
+    pytest.param(hook("module", "python3 -m hooks.scripts.x"), [], [], id="a-module"),
     pytest.param(hook("elsewhere", "python3 /opt/elsewhere/x.py"), [], [], id="outside-the-home-not-guessed"),
 ])
 def test_hook_findings(tmp_path: Path, spec: HookSpec, errors: list[str], warnings: list[str]) -> None:

@@ -333,6 +333,7 @@ async def _serve_http(app: HttpApp, config: hypercorn.config.Config, shutdown: t
 
     # hypercorn's trio worker has no seam for its connection handler class; it looks the name up
     # in its module at each accept, so this is where ours goes in (see serve/connections.py).
+    PromptCloseTCPServer.write_timeout_s = app.write_timeout_s
     hypercorn.trio.run.TCPServer = PromptCloseTCPServer  # type: ignore[attr-defined]
     try:
         await hypercorn.trio.serve(app, config, shutdown_trigger=shutdown.wait,  # type: ignore[arg-type]

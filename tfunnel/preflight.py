@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 import shlex
 import shutil
 from collections.abc import Iterable, Mapping
@@ -141,18 +142,35 @@ def _hook_problems(spec: HookSpec, hooks_dir: Path, home: Path, env: Mapping[str
     program = program_problem(words[0], home, env.get("PATH", os.defpath))  # hooks run in the home
     if program is not None:
         problems.append(f"runs {program}")
-    for word in words[1:]:
-        if word.startswith("-") or "/" not in word or "$" in word:
-            continue  # an option, a plain word, or something only the shell can expand
-        candidate = Path(word) if Path(word).is_absolute() else home / word
-        if not (candidate.is_relative_to(home) or candidate.is_relative_to(hooks_dir)):
-            continue  # outside the home: not ours to guess about
-        kind = path_kind(candidate)
-        if kind == "missing":
-            problems.append(f"names {word}, which does not exist")
-        elif kind not in ("file", "dir", "other"):
-            problems.append(f"names {word}, which {kind}")
+    script = _script_word(words)
+    if script is None or "/" not in script or "$" in script:
+        return problems  # no script, a bare name, or something only the shell can expand
+    candidate = Path(script) if Path(script).is_absolute() else home / script
+    if not (candidate.is_relative_to(home) or candidate.is_relative_to(hooks_dir)):
+        return problems  # outside the home: not ours to guess about
+    kind = path_kind(candidate)
+    if kind == "missing":
+        problems.append(f"names {script}, which does not exist")
+    elif kind not in ("file", "dir", "other"):
+        problems.append(f"names {script}, which {kind}")
     return problems
+
+
+# Programs whose first argument (after options) is the script they run. Other words of a command
+# line are not second-guessed: `touch out.log` names a file the hook is about to create.
+_INTERPRETERS = re.compile(r"(python|pypy|node|deno|bun|ruby|perl|php|bash|sh|dash|zsh|ksh|lua|tclsh)"
+                           r"[0-9.]*")
+
+
+def _script_word(words: list[str]) -> str | None:
+    if not _INTERPRETERS.fullmatch(os.path.basename(words[0])):
+        return None
+    for word in words[1:]:
+        if word in ("-c", "-m", "-e", "-E", "-p", "--eval", "--print"):
+            return None  # code or a module on the command line, no script file
+        if not word.startswith("-"):
+            return word
+    return None
 
 
 def register_findings(register: Register, home: Path) -> Findings:

@@ -41,7 +41,8 @@ SETTINGS_KEYS = ("serverName", "serverVersion", "clientName", "clientVersion", "
                  "serveLegacy", "requires", "gate", "limits")
 GATE_KEYS = ("askFallback",)
 LIMITS_KEYS = ("maxMessageBytes", "toolTimeoutS", "toolOutputBytes", "shutdownGraceS", "upstreamStartS",
-               "maxToolProcesses", "bodyReadTimeoutS", "idleTimeoutS", "maxHttpRequests", "maxSessions")
+               "maxToolProcesses", "bodyReadTimeoutS", "idleTimeoutS", "maxHttpRequests", "maxSessions",
+               "writeTimeoutS")
 REQUIRES_KEYS = ("command", "versionArg", "min", "why")
 REGISTER_KEYS = ("version", "description", "tools")
 ENTRY_KEYS = ("id", "name", "summary", "category", "instructions", "inputSchema", "mode", "invoke",
@@ -79,6 +80,8 @@ def _settings(home: Path, raw: dict[str, Any], f: Fields) -> Settings:
         or lim.body_read_timeout_s,
         idle_timeout_s=f.positive(limits_raw, "idleTimeoutS", "limits", lim.idle_timeout_s)
         or lim.idle_timeout_s,
+        write_timeout_s=f.positive(limits_raw, "writeTimeoutS", "limits", lim.write_timeout_s)
+        or lim.write_timeout_s,
         max_http_requests=f.integer(limits_raw, "maxHttpRequests", "limits", 1, 1 << 16,
                                     lim.max_http_requests),
         max_sessions=f.integer(limits_raw, "maxSessions", "limits", 1, 1 << 16, lim.max_sessions),

@@ -37,6 +37,8 @@ class Limits:
     # request's head) before it is closed, how many requests it handles at once (health and
     # metrics endpoints not counted), and how many sessions it keeps.
     body_read_timeout_s: float = 30.0
+    # How long a client may leave what we write to it untaken before it counts as gone.
+    write_timeout_s: float = 30.0
     idle_timeout_s: float = 30.0
     max_http_requests: int = 512
     max_sessions: int = 256

@@ -31,23 +31,34 @@ class ChannelPeer:
     requests, answered by the client's POSTs; without it `ask` falls back."""
 
     def __init__(self, channel: trio.MemorySendChannel[dict[str, Any]] | None, ending: trio.Event,
-                 outbound: OutboundRequests | None = None) -> None:
+                 outbound: OutboundRequests | None = None, *,
+                 on_full: Callable[[], None] | None = None) -> None:
         self._channel = channel
         self.ending = ending
         self._outbound = outbound
         self.can_request = channel is not None and outbound is not None
+        # With `on_full` the channel is a whole session's (the 2024 HTTP+SSE stream): a client
+        # that lets it fill up is not reading, and is disconnected instead of being waited for.
+        self._on_full = on_full
 
     async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         if self._channel is None or self._outbound is None:
             raise NotImplementedError("this HTTP request has no stream for server-to-client requests")
-        return await self._outbound.request(method, params, self._channel.send, self._put)
+        return await self._outbound.request(method, params, self._send, self._put)
 
     def notify_nowait(self, method: str, params: dict[str, Any]) -> None:
         self._put(jsonrpc.notification_message(method, params))
 
     async def notify(self, method: str, params: dict[str, Any]) -> None:
         if self._channel is not None:
-            await self._channel.send(jsonrpc.notification_message(method, params))
+            await self._send(jsonrpc.notification_message(method, params))
+
+    async def _send(self, message: dict[str, Any]) -> None:
+        assert self._channel is not None
+        if self._on_full is None:
+            await self._channel.send(message)
+        else:
+            deliver(self._channel, message, self._on_full)
 
     def _put(self, message: dict[str, Any]) -> None:
         if self._channel is None:
@@ -56,6 +67,19 @@ class ChannelPeer:
             self._channel.send_nowait(message)
         except (trio.WouldBlock, trio.ClosedResourceError, trio.BrokenResourceError):
             log.debug("message dropped", method=message.get("method"))
+
+
+def deliver(channel: trio.MemorySendChannel[dict[str, Any]], message: dict[str, Any],
+            on_full: Callable[[], None]) -> None:
+    """Queue `message` without waiting; a full queue means the client stopped reading: `on_full`
+    (which disconnects it) instead of holding the message, and every later one, in memory."""
+    try:
+        channel.send_nowait(message)
+    except trio.WouldBlock:
+        log.warning("client is not reading its stream; disconnecting it", method=message.get("method"))
+        on_full()
+    except (trio.ClosedResourceError, trio.BrokenResourceError):
+        pass  # the stream has ended already
 
 
 async def lifespan(receive: Receive, send: Send) -> None:

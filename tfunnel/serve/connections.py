@@ -10,7 +10,10 @@ and sockets closed as soon as the peer closes.
   `ACCEPT_ERROR_LOG_EVERY_S`, with the count.
 - `PromptCloseTCPServer`: hypercorn keeps a connection whose peer closed while it was idle open
   until its keep-alive timer ends (the connection's task waits for that timer), leaving sockets in
-  CLOSE-WAIT; this subclass stops the timer when the peer's end of the stream is read.
+  CLOSE-WAIT; this subclass stops the timer when the peer's end of the stream is read. It also
+  bounds every write: hypercorn writes shielded from cancellation, so a peer that stops reading
+  would hold the connection (and the app's task that writes to it) forever; a write that the peer
+  does not take within `write_timeout_s` closes the connection instead.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ import resource
 import time
 
 import structlog
+import trio
+from hypercorn.events import Closed, Event, RawData
 from hypercorn.trio.tcp_server import TCPServer
 
 log = structlog.get_logger("tfunnel.http")
@@ -73,7 +78,27 @@ def quiet_accept_errors(every_s: float = ACCEPT_ERROR_LOG_EVERY_S) -> None:
 
 
 class PromptCloseTCPServer(TCPServer):
-    """hypercorn's connection handler, closing as soon as the peer has closed."""
+    """hypercorn's connection handler, closing as soon as the peer has closed, and when the peer
+    does not take what we write within `write_timeout_s` (set from `limits.writeTimeoutS`)."""
+
+    write_timeout_s = 30.0
+
+    async def protocol_send(self, event: Event) -> None:
+        if not isinstance(event, RawData):
+            await super().protocol_send(event)
+            return
+        async with self.send_lock:
+            try:
+                # Shielded as hypercorn's own write is (a half-written frame is worse than none),
+                # but with a deadline of its own that no outer cancellation can override.
+                with trio.CancelScope(shield=True), trio.move_on_after(self.write_timeout_s) as deadline:
+                    await self.stream.send_all(event.data)
+                if deadline.cancelled_caught:
+                    log.warning("client is not reading; connection closed", timeout_s=self.write_timeout_s)
+                    await self.stream.aclose()
+                    await self.protocol.handle(Closed())
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                await self.protocol.handle(Closed())
 
     async def _read_data(self) -> None:
         await super()._read_data()

@@ -87,6 +87,7 @@ class HttpApp:
         # this new ones get 503 rather than piling up (`limits.maxHttpRequests`).
         self.max_requests = limits.max_http_requests
         self.body_timeout_s = limits.body_read_timeout_s
+        self.write_timeout_s = limits.write_timeout_s
         self.legacy_sse = LegacySse(router, live, sessions, self.stopping, BODY_CAP, self.body_timeout_s)
         self._active = 0
         self._drained = trio.Event()  # set once stopping and no MCP request is left

@@ -8,6 +8,7 @@ cancelled through the tree and the session is forgotten.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import structlog
@@ -22,6 +23,7 @@ from tfunnel.serve.asgi import (
     ChannelPeer,
     Receive,
     Send,
+    deliver,
     end_on,
     end_on_disconnect,
     plain,
@@ -34,8 +36,9 @@ from tfunnel.serve.sessions import HttpSession, SessionStore
 log = structlog.get_logger("tfunnel.http")
 
 KEEPALIVE_S = 15.0
-# Answers and notifications waiting for the stream; a client that stops reading pushes back.
-_QUEUE = 64
+# Answers and notifications waiting for the stream. A client that lets this many pile up is not
+# reading: it is disconnected (its calls cancelled, Stop hooks fired) rather than buffered for.
+QUEUE = 64
 
 
 class LegacySse:
@@ -57,7 +60,7 @@ class LegacySse:
             await rpc_error(send, 503, None, jsonrpc.INTERNAL_ERROR, "Too many sessions")
             return
         session_id = session.client.id
-        queue, queued = trio.open_memory_channel[dict[str, Any]](_QUEUE)
+        queue, queued = trio.open_memory_channel[dict[str, Any]](QUEUE)
         session.streams += 1
         try:
             await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
@@ -68,7 +71,7 @@ class LegacySse:
                 self._streams[session_id] = (queue, nursery)
                 nursery.start_soon(end_on_disconnect, receive, nursery.cancel_scope)
                 nursery.start_soon(end_on, self.stopping, nursery.cancel_scope)
-                nursery.start_soon(self._list_changed, session, queue)
+                nursery.start_soon(self._list_changed, session, queue, self._hang_up(session_id, nursery))
                 await self._pump(queued, send)
         finally:
             self._streams.pop(session_id, None)
@@ -96,31 +99,42 @@ class LegacySse:
                 return
             scope = trio.CancelScope()
             session.inflight[message.id] = scope
-            nursery.start_soon(self._run, session, message, scope, queue)
+            hang_up = self._hang_up(session.client.id, nursery)
+            nursery.start_soon(self._run, session, message, scope, queue, hang_up)
         elif isinstance(message, Notification):
             session.notification(self.router, message)
         else:
             session.outbound.resolve(message)  # the client's answer to one of our requests
         await plain(send, 202, b"Accepted")
 
+    def _hang_up(self, session_id: str, nursery: trio.Nursery) -> Callable[[], None]:
+        """What ends a session whose client stopped reading: gone at once for its POSTs (404),
+        its calls cancelled; the stream's own end (Stop hooks) follows when its connection closes,
+        at the latest after the write timeout."""
+        def hang_up() -> None:
+            self._streams.pop(session_id, None)
+            self.sessions.remove(session_id)
+            nursery.cancel_scope.cancel()
+        return hang_up
+
     async def _run(self, session: HttpSession, request: Request, scope: trio.CancelScope,
-                   queue: trio.MemorySendChannel[dict[str, Any]]) -> None:
+                   queue: trio.MemorySendChannel[dict[str, Any]], hang_up: Callable[[], None]) -> None:
         with scope:
             try:
-                peer = ChannelPeer(queue, self.stopping, session.outbound)
+                peer = ChannelPeer(queue, self.stopping, session.outbound, on_full=hang_up)
                 reply = await self.router.respond(session.client, request, peer)
             finally:
                 del session.inflight[request.id]
             if not scope.cancel_called:
-                await queue.send(reply)
+                deliver(queue, reply, hang_up)
 
-    async def _list_changed(self, session: HttpSession,
-                            queue: trio.MemorySendChannel[dict[str, Any]]) -> None:
+    async def _list_changed(self, session: HttpSession, queue: trio.MemorySendChannel[dict[str, Any]],
+                            hang_up: Callable[[], None]) -> None:
         changes = self.live.tools_changed
         seen = changes.version
         while True:
             seen = await changes.next_burst(seen, relevant=lambda: session.client.initialized)
-            await queue.send(jsonrpc.notification_message("notifications/tools/list_changed"))
+            deliver(queue, jsonrpc.notification_message("notifications/tools/list_changed"), hang_up)
 
     @staticmethod
     async def _pump(queued: trio.MemoryReceiveChannel[dict[str, Any]], send: Send) -> None:
