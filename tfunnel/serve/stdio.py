@@ -29,17 +29,22 @@ log = structlog.get_logger("tfunnel.stdio")
 _READ_CHUNK = 65536
 # Fire-and-forget messages (progress) waiting to be written; beyond this they are dropped.
 _OUTBOX = 64
+# Requests one client may have in flight; beyond this a request is refused at once (like HTTP's
+# 503), so a client that sends without reading cannot make us hold answers without bound. The
+# reader never stops reading: the client's answers to our own questions must still get through.
+MAX_INFLIGHT = 256
 
 
 class StdioServer:
     can_request = True  # server→client requests travel on the same pipe
 
     def __init__(self, router: Router, tools_changed: Changes, *, max_message_bytes: int,
-                 grace_s: float) -> None:
+                 grace_s: float, max_inflight: int = MAX_INFLIGHT) -> None:
         self.router = router
         self.tools_changed = tools_changed
         self.max_message_bytes = max_message_bytes
         self.grace_s = grace_s
+        self.max_inflight = max_inflight
         self.session = ClientSession(id=secrets.token_hex(8))
         self._inflight: dict[jsonrpc.RequestId, trio.CancelScope] = {}
         self._out: trio.MemorySendChannel[dict[str, Any]] | None = None
@@ -101,6 +106,11 @@ class StdioServer:
             if message.id in self._inflight:
                 await self._send(jsonrpc.error_message(
                     message.id, jsonrpc.INVALID_REQUEST, "Invalid Request: id is already in flight"))
+                return
+            if len(self._inflight) >= self.max_inflight:
+                await self._send(jsonrpc.error_message(
+                    message.id, jsonrpc.INTERNAL_ERROR,
+                    f"Server busy: {self.max_inflight} requests are already in flight; retry later"))
                 return
             scope = trio.CancelScope()
             self._inflight[message.id] = scope
