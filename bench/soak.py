@@ -180,23 +180,28 @@ async def stdio_traffic(peer: Peer, tally: Tally, deadline: float) -> None:
             await peer.notify("notifications/cancelled", {"requestId": peer._next_id, "reason": "soak"})
 
 
+async def open_session(http: httpx2.AsyncClient, url: str, client: str) -> dict[str, str]:
+    """A legacy Streamable HTTP session; the headers its requests carry."""
+    init = await http.post(
+        f"{url}/mcp",
+        headers=ACCEPT,
+        json={
+            "jsonrpc": "2.0",
+            "id": 0,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": client, "version": "1"},
+            },
+        },
+    )
+    return {**ACCEPT, "mcp-session-id": init.headers["mcp-session-id"]}
+
+
 async def http_traffic(url: str, tally: Tally, deadline: float) -> None:
     async with httpx2.AsyncClient(timeout=30) as http:
-        init = await http.post(
-            f"{url}/mcp",
-            headers=ACCEPT,
-            json={
-                "jsonrpc": "2.0",
-                "id": 0,
-                "method": "initialize",
-                "params": {
-                    "protocolVersion": "2025-11-25",
-                    "capabilities": {},
-                    "clientInfo": {"name": "soak", "version": "1"},
-                },
-            },
-        )
-        session = {**ACCEPT, "mcp-session-id": init.headers["mcp-session-id"]}
+        session = await open_session(http, url, "soak")
         n = 0
 
         async def post(message: dict[str, Any], headers: dict[str, str]) -> dict[str, Any]:
@@ -275,21 +280,7 @@ async def chaos(peer: Peer, url: str, home: Path, tally: Tally, deadline: float)
     state = home / "tools" / "tools.state.json"
     tick = 0
     async with httpx2.AsyncClient(timeout=30) as http:
-        init = await http.post(
-            f"{url}/mcp",
-            headers=ACCEPT,
-            json={
-                "jsonrpc": "2.0",
-                "id": 0,
-                "method": "initialize",
-                "params": {
-                    "protocolVersion": "2025-11-25",
-                    "capabilities": {},
-                    "clientInfo": {"name": "chaos", "version": "1"},
-                },
-            },
-        )
-        session = {**ACCEPT, "mcp-session-id": init.headers["mcp-session-id"]}
+        session = await open_session(http, url, "chaos")
         while trio.current_time() < deadline:
             await trio.sleep(1)
             tick += 1
