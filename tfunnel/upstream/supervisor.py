@@ -197,6 +197,11 @@ class Upstream:
             had_tools = self.session is not None
             self.session = None
             self.tools = ()
+            if self.state is State.READY:
+                # No longer ready from this moment (not only once the child is reaped): a call
+                # arriving while it stops waits for the next incarnation instead of finding a
+                # ready upstream without a session.
+                self._set(State.BACKOFF)
             with trio.CancelScope(shield=True):
                 await session.close_input()  # through the session's writer, which owns stdin
                 await child.stop(proc, self._ctx.urgent)
