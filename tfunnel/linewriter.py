@@ -3,9 +3,10 @@
 A line is written straight from the calling task: in the common case one `os.write` takes it
 whole and the call costs no trip through the scheduler. A cancelled caller never tears a line:
 cancellation is honoured only before the first byte; once part of a line is out, the rest is
-written shielded, bounded by `STALL_S`. A peer that stops reading for that long, or has gone
-away, makes the writer broken (`on_broken` runs once) and later writes raise
-`trio.BrokenResourceError`.
+written shielded. Either way a peer that takes nothing for `STALL_S` while a line waits for it
+(it stopped reading), or has gone away, makes the writer broken (`on_broken` runs once: for the
+stdio gateway, the client is gone) and later writes raise `trio.BrokenResourceError`; what we
+hold for a client never grows without bound behind a peer that does not read.
 
 The writer owns the stream from then on: close it with `aclose()` (never the stream directly),
 so a raw fd number is never written after it was released.
@@ -53,7 +54,11 @@ class LineWriter:
                 sent = self._write_some(line)
             view = memoryview(line)
             while sent == 0:  # nothing out yet: waiting is still cancellable
-                await trio.lowlevel.wait_writable(self._fd)
+                with trio.move_on_after(STALL_S) as stall:
+                    await trio.lowlevel.wait_writable(self._fd)
+                if stall.cancelled_caught:
+                    self._break()
+                    raise trio.BrokenResourceError("the peer stopped reading")
                 if self.closed:
                     raise trio.BrokenResourceError("the stream is closed")
                 sent = self._write_some(view)
