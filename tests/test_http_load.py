@@ -370,3 +370,21 @@ async def test_a_client_that_stops_reading_its_sse_stream_is_disconnected(home: 
             await stream.aclose()
     # Holding all 300 answers would take 300 MB and more; a bounded queue holds a fraction of that.
     assert grown < 150, grown
+
+
+@pytest.mark.skipif(shutil.which("prlimit") is None, reason="needs prlimit (util-linux)")
+async def test_children_keep_the_open_files_limit_the_gateway_started_with(home: Path) -> None:
+    """The HTTP service raises its own soft open-files limit for its sockets; the tools it runs
+    (and hooks, and upstreams) keep the limit it was started with."""
+    add_tools(home, {"id": "nofile", "name": "Nofile", "invoke": {"type": "shell", "command": "ulimit -n"}})
+    set_upstreams(home)
+    with trio.fail_after(40):
+        wrapper = ("prlimit", "--nofile=1024:4096", "--")
+        async with http_gateway(home, None, wrapper=wrapper) as gw, httpx2.AsyncClient(timeout=10) as http:
+            limits = Path(f"/proc/{gw.proc.pid}/limits").read_text()
+            assert any(line.startswith("Max open files") and line.split()[3:5] == ["4096", "4096"]
+                       for line in limits.splitlines()), limits
+            session = await open_session(http, gw.url)
+            reply = await http.post(f"{gw.url}/mcp", headers={**ACCEPT, "mcp-session-id": session},
+                                    json=run_tool(1, "nofile", {}))
+    assert reply.json()["result"]["content"][0]["text"].strip() == "1024", reply.text

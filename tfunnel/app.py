@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import resource
 import signal
 from collections.abc import AsyncIterator, Callable, Collection, Mapping
 from contextlib import asynccontextmanager
@@ -26,6 +27,7 @@ from tfunnel.gate.manifest import HOOK_STATE_FILE, MANIFEST_FILE
 from tfunnel.home_files import HomeReading, read_home
 from tfunnel.live import Live
 from tfunnel.observe import Observer
+from tfunnel.process import keep_child_nofile
 from tfunnel.reaper import REAPER
 from tfunnel.router import Router
 from tfunnel.serve.stdio import StdioServer
@@ -266,6 +268,7 @@ async def run_http(gateway: Gateway, metrics: Metrics, host: str, port: int, gra
                           "is configured")
     live = gateway.live
     limits = live.settings.limits
+    keep_child_nofile(resource.getrlimit(resource.RLIMIT_NOFILE))  # children keep what we had
     soft, hard = raise_fd_limit()
     log.debug("open-files limit", soft=soft, hard=hard)
     quiet_accept_errors()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import resource
 import signal
 import subprocess
 import time
@@ -26,6 +27,25 @@ TERM_GRACE_S = 1.0
 # called setsid) may hold our pipes open before we stop reading and return anyway.
 DRAIN_AFTER_EXIT_S = 2.0
 _READ_CHUNK = 65536
+
+
+# The open-files limit our children run with, when the gateway raised its own (the HTTP service
+# raises its soft limit for its sockets): a child that uses select() must not be handed
+# descriptors beyond what it was written for.
+_child_nofile: tuple[int, int] | None = None
+
+
+def keep_child_nofile(limits: tuple[int, int]) -> None:
+    """Children get `limits` (soft, hard) for RLIMIT_NOFILE from now on, whatever ours are."""
+    global _child_nofile
+    _child_nofile = limits
+
+
+def limit_child(pid: int) -> None:
+    """Give a child we just started the open-files limit children run with (if one was kept)."""
+    if _child_nofile is not None:
+        with contextlib.suppress(OSError, ValueError):
+            resource.prlimit(pid, resource.RLIMIT_NOFILE, _child_nofile)
 
 
 @dataclass(frozen=True)
@@ -115,6 +135,7 @@ async def _run_child(spec: ProcessSpec, run: RunScope) -> ProcessOutcome:
                 start_new_session=True,
             )
             run.started(proc.pid)
+        limit_child(proc.pid)
     except OSError as exc:
         raise ToolFailure(f"cannot start {spec.argv[0]!r}: {exc.strerror or exc}") from exc
     except ValueError as exc:  # a NUL byte in the command line, cwd or environment

@@ -17,7 +17,7 @@ import structlog
 import trio
 
 from tfunnel.errors import UpstreamError
-from tfunnel.process import killpg
+from tfunnel.process import killpg, limit_child
 
 log = structlog.get_logger("tfunnel.upstream")
 
@@ -71,9 +71,11 @@ async def spawn(upstream_id: str, argv: Sequence[str], cwd: Path, env: Mapping[s
     if not is_dir:
         raise SpawnFailed(f"upstream {upstream_id!r}: working directory {cwd} does not exist", permanent=True)
     try:
-        return await trio.lowlevel.open_process(
+        proc = await trio.lowlevel.open_process(
             list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             cwd=str(cwd), env=dict(env), start_new_session=True)
+        limit_child(proc.pid)
+        return proc
     except (FileNotFoundError, NotADirectoryError) as exc:
         raise SpawnFailed(f"upstream {upstream_id!r}: command {argv[0]!r} not found", permanent=True) from exc
     except PermissionError as exc:
