@@ -388,3 +388,43 @@ async def test_children_keep_the_open_files_limit_the_gateway_started_with(home:
             reply = await http.post(f"{gw.url}/mcp", headers={**ACCEPT, "mcp-session-id": session},
                                     json=run_tool(1, "nofile", {}))
     assert reply.json()["result"]["content"][0]["text"].strip() == "1024", reply.text
+
+
+async def test_a_reading_sse_client_survives_a_burst_of_progress(home: Path) -> None:
+    """A 2024 HTTP+SSE client that reads its stream is never taken for one that does not: a
+    burst of progress notifications (more than its queue holds, faster than the stream drains)
+    is thinned out, not a reason to disconnect, and the call's answer arrives."""
+    from tests.upstreams import mock_upstream
+
+    set_upstreams(home, mock_upstream("mock", "--tools", "progress"))
+    with trio.fail_after(60):
+        async with http_gateway(home) as gw, httpx2.AsyncClient(timeout=30) as http:
+            host, port = address(gw)
+            stream = await trio.open_tcp_stream(host, port)
+            await stream.send_all(b"GET /sse HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                                  b"Accept: text/event-stream\r\n\r\n")
+            got = bytearray()
+            while b"session_id=" not in got:
+                got += await stream.receive_some(65536)
+            session_id = got.split(b"session_id=", 1)[1].split(b"\n", 1)[0].strip().decode()
+            post = f"{gw.url}/messages?session_id={session_id}"
+
+            async def read() -> None:
+                while chunk := await stream.receive_some(65536):
+                    got.extend(chunk)
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(read)
+                assert (await http.post(post, json={**INIT, "id": "init"})).status_code == 202
+                await http.post(post, json={"jsonrpc": "2.0", "method": "notifications/initialized"})
+                call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
+                    "name": "toolfunnel_run_tool", "_meta": {"progressToken": "p"},
+                    "arguments": {"name": "mock_progress", "args": {"steps": 2000, "delay": 0}}}}
+                assert (await http.post(post, json=call)).status_code == 202
+                while b"progress done" not in got:
+                    await trio.sleep(0.05)
+                nursery.cancel_scope.cancel()
+            assert b"not reading its stream" not in gw.stderr
+            after = run_tool("after", "hash", {"text": "x"})
+            assert (await http.post(post, json=after)).status_code == 202
+            await stream.aclose()

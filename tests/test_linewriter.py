@@ -33,13 +33,26 @@ async def test_a_peer_that_reads_nothing_breaks_the_writer_after_the_stall_windo
     broken (on_broken once) and this and later writes raise, instead of waiting forever."""
     read_fd, write_fd = full_pipe()
     broken: list[float] = []
-    writer = LineWriter(trio.lowlevel.FdStream(write_fd), lambda: broken.append(trio.current_time()))
+    writer = LineWriter(trio.lowlevel.FdStream(write_fd), lambda: broken.append(trio.current_time()),
+                        stall_before_first_byte=True)
     with pytest.raises(trio.BrokenResourceError):
         await writer.write(b'{"jsonrpc": "2.0", "id": 1, "result": {}}\n')
     assert broken == [STALL_S]
     with pytest.raises(trio.BrokenResourceError):
         await writer.write(b"{}\n")
     assert len(broken) == 1
+    await writer.aclose()
+    os.close(read_fd)
+
+
+async def test_an_upstream_writer_waits_for_a_busy_peer() -> None:
+    """Without the client rule (an upstream's stdin), a peer that reads nothing for longer than
+    STALL_S is still waited for: a single-threaded server busy with a long call is not gone."""
+    read_fd, write_fd = full_pipe()
+    writer = LineWriter(trio.lowlevel.FdStream(write_fd))
+    with trio.move_on_after(STALL_S * 3) as waited:
+        await writer.write(b"{}\n")
+    assert waited.cancelled_caught and not writer.broken
     await writer.aclose()
     os.close(read_fd)
 

@@ -3,8 +3,9 @@
 A line is written straight from the calling task: in the common case one `os.write` takes it
 whole and the call costs no trip through the scheduler. A cancelled caller never tears a line:
 cancellation is honoured only before the first byte; once part of a line is out, the rest is
-written shielded. Either way a peer that takes nothing for `STALL_S` while a line waits for it
-(it stopped reading), or has gone away, makes the writer broken (`on_broken` runs once: for the
+written shielded. A peer that leaves a half-written line for `STALL_S`, or (with
+`stall_before_first_byte`, for a client) takes nothing for that long while a line waits, or has
+gone away, makes the writer broken (`on_broken` runs once: for the
 stdio gateway, the client is gone) and later writes raise `trio.BrokenResourceError`; what we
 hold for a client never grows without bound behind a peer that does not read.
 
@@ -15,6 +16,7 @@ so a raw fd number is never written after it was released.
 from __future__ import annotations
 
 import errno
+import math
 import os
 from collections.abc import Callable
 
@@ -25,8 +27,12 @@ STALL_S = 10.0
 
 
 class LineWriter:
-    def __init__(self, stream: trio.lowlevel.FdStream, on_broken: Callable[[], None] = lambda: None) -> None:
+    def __init__(self, stream: trio.lowlevel.FdStream, on_broken: Callable[[], None] = lambda: None, *,
+                 stall_before_first_byte: bool = False) -> None:
         self._stream = stream
+        # A client that takes nothing for STALL_S counts as gone; an upstream busy with a long
+        # call may legitimately read nothing for longer (its callers' own timeouts bound that).
+        self._stall_before_first_byte = stall_before_first_byte
         self._fd = stream.fileno()
         self._lock = trio.StrictFIFOLock()
         self._on_broken = on_broken
@@ -54,7 +60,8 @@ class LineWriter:
                 sent = self._write_some(line)
             view = memoryview(line)
             while sent == 0:  # nothing out yet: waiting is still cancellable
-                with trio.move_on_after(STALL_S) as stall:
+                bound = STALL_S if self._stall_before_first_byte else math.inf
+                with trio.move_on_after(bound) as stall:
                     await trio.lowlevel.wait_writable(self._fd)
                 if stall.cancelled_caught:
                     self._break()

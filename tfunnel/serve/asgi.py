@@ -31,15 +31,14 @@ class ChannelPeer:
     requests, answered by the client's POSTs; without it `ask` falls back."""
 
     def __init__(self, channel: trio.MemorySendChannel[dict[str, Any]] | None, ending: trio.Event,
-                 outbound: OutboundRequests | None = None, *,
-                 on_full: Callable[[], None] | None = None) -> None:
+                 outbound: OutboundRequests | None = None, *, stream: Stream | None = None) -> None:
         self._channel = channel
         self.ending = ending
         self._outbound = outbound
         self.can_request = channel is not None and outbound is not None
-        # With `on_full` the channel is a whole session's (the 2024 HTTP+SSE stream): a client
-        # that lets it fill up is not reading, and is disconnected instead of being waited for.
-        self._on_full = on_full
+        # With `stream` the channel is a whole session's (the 2024 HTTP+SSE stream): a client that
+        # stops reading it is disconnected instead of being waited for (`Stream.deliver`).
+        self._stream = stream
 
     async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         if self._channel is None or self._outbound is None:
@@ -55,10 +54,10 @@ class ChannelPeer:
 
     async def _send(self, message: dict[str, Any]) -> None:
         assert self._channel is not None
-        if self._on_full is None:
+        if self._stream is None:
             await self._channel.send(message)
         else:
-            deliver(self._channel, message, self._on_full)
+            await self._stream.deliver(message)
 
     def _put(self, message: dict[str, Any]) -> None:
         if self._channel is None:
@@ -69,17 +68,44 @@ class ChannelPeer:
             log.debug("message dropped", method=message.get("method"))
 
 
-def deliver(channel: trio.MemorySendChannel[dict[str, Any]], message: dict[str, Any],
-            on_full: Callable[[], None]) -> None:
-    """Queue `message` without waiting; a full queue means the client stopped reading: `on_full`
-    (which disconnects it) instead of holding the message, and every later one, in memory."""
-    try:
-        channel.send_nowait(message)
-    except trio.WouldBlock:
-        log.warning("client is not reading its stream; disconnecting it", method=message.get("method"))
-        on_full()
-    except (trio.ClosedResourceError, trio.BrokenResourceError):
-        pass  # the stream has ended already
+class Stream:
+    """A session's outbound queue and the task that writes it to the client: whether that task is
+    stuck in a write (the client stopped reading) or merely behind (a burst it is draining)."""
+
+    # A write that has not completed for this long while the queue is full means the client is
+    # not reading: waiting longer would only hold more answers in memory for it.
+    STUCK_S = 1.0
+
+    def __init__(self, channel: trio.MemorySendChannel[dict[str, Any]], on_stuck: Callable[[], None]) -> None:
+        self.channel = channel
+        self._on_stuck = on_stuck
+        self.writing_since: float | None = None
+
+    async def write(self, send: Send, event: dict[str, Any]) -> None:
+        """The pump's write to the client, timed."""
+        self.writing_since = trio.current_time()
+        try:
+            await send(event)
+        finally:
+            self.writing_since = None
+
+    async def deliver(self, message: dict[str, Any]) -> None:
+        """Queue `message`; while the queue is full, wait as long as the pump makes progress, and
+        disconnect the client (`on_stuck`) once a write of its has been stuck for `STUCK_S`."""
+        while True:
+            try:
+                self.channel.send_nowait(message)
+                return
+            except trio.WouldBlock:
+                since = self.writing_since
+                if since is not None and trio.current_time() - since >= self.STUCK_S:
+                    log.warning("client is not reading its stream; disconnecting it",
+                                method=message.get("method"))
+                    self._on_stuck()
+                    return
+                await trio.sleep(0.05)
+            except (trio.ClosedResourceError, trio.BrokenResourceError):
+                return  # the stream has ended already
 
 
 async def lifespan(receive: Receive, send: Send) -> None:

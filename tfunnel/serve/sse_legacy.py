@@ -23,7 +23,7 @@ from tfunnel.serve.asgi import (
     ChannelPeer,
     Receive,
     Send,
-    deliver,
+    Stream,
     end_on,
     end_on_disconnect,
     plain,
@@ -50,8 +50,8 @@ class LegacySse:
         self.stopping = stopping
         self.body_cap = body_cap
         self.body_timeout_s = body_timeout_s
-        # session id → (its queue toward the stream, the nursery hosting its requests)
-        self._streams: dict[str, tuple[trio.MemorySendChannel[dict[str, Any]], trio.Nursery]] = {}
+        # session id → (its stream toward the client, the nursery hosting its requests)
+        self._streams: dict[str, tuple[Stream, trio.Nursery]] = {}
 
     async def stream(self, receive: Receive, send: Send) -> None:
         """`GET /sse`: a new session whose answers and notifications all flow here."""
@@ -68,11 +68,12 @@ class LegacySse:
             await send({"type": "http.response.body", "body": b"event: endpoint\ndata: " + endpoint + b"\n\n",
                         "more_body": True})
             async with trio.open_nursery() as nursery:
-                self._streams[session_id] = (queue, nursery)
+                stream = Stream(queue, self._hang_up(session_id, nursery))
+                self._streams[session_id] = (stream, nursery)
                 nursery.start_soon(end_on_disconnect, receive, nursery.cancel_scope)
                 nursery.start_soon(end_on, self.stopping, nursery.cancel_scope)
-                nursery.start_soon(self._list_changed, session, queue, self._hang_up(session_id, nursery))
-                await self._pump(queued, send)
+                nursery.start_soon(self._list_changed, session, stream)
+                await self._pump(queued, stream, send)
         finally:
             self._streams.pop(session_id, None)
             session.streams -= 1
@@ -92,15 +93,14 @@ class LegacySse:
         message = await read_message(receive, send, self.body_cap, self.body_timeout_s)
         if message is None:
             return
-        queue, nursery = stream
+        session_stream, nursery = stream
         if isinstance(message, Request):
             if message.id in session.inflight:
                 await rpc_error(send, 400, message.id, jsonrpc.INVALID_REQUEST, "id is already in flight")
                 return
             scope = trio.CancelScope()
             session.inflight[message.id] = scope
-            hang_up = self._hang_up(session.client.id, nursery)
-            nursery.start_soon(self._run, session, message, scope, queue, hang_up)
+            nursery.start_soon(self._run, session, message, scope, session_stream)
         elif isinstance(message, Notification):
             session.notification(self.router, message)
         else:
@@ -118,29 +118,27 @@ class LegacySse:
         return hang_up
 
     async def _run(self, session: HttpSession, request: Request, scope: trio.CancelScope,
-                   queue: trio.MemorySendChannel[dict[str, Any]], hang_up: Callable[[], None]) -> None:
+                   stream: Stream) -> None:
         with scope:
             try:
-                peer = ChannelPeer(queue, self.stopping, session.outbound, on_full=hang_up)
+                peer = ChannelPeer(stream.channel, self.stopping, session.outbound, stream=stream)
                 reply = await self.router.respond(session.client, request, peer)
             finally:
                 del session.inflight[request.id]
             if not scope.cancel_called:
-                deliver(queue, reply, hang_up)
+                await stream.deliver(reply)
 
-    async def _list_changed(self, session: HttpSession, queue: trio.MemorySendChannel[dict[str, Any]],
-                            hang_up: Callable[[], None]) -> None:
+    async def _list_changed(self, session: HttpSession, stream: Stream) -> None:
         changes = self.live.tools_changed
         seen = changes.version
         while True:
             seen = await changes.next_burst(seen, relevant=lambda: session.client.initialized)
-            deliver(queue, jsonrpc.notification_message("notifications/tools/list_changed"), hang_up)
+            await stream.deliver(jsonrpc.notification_message("notifications/tools/list_changed"))
 
     @staticmethod
-    async def _pump(queued: trio.MemoryReceiveChannel[dict[str, Any]], send: Send) -> None:
+    async def _pump(queued: trio.MemoryReceiveChannel[dict[str, Any]], stream: Stream, send: Send) -> None:
         while True:
-            with trio.move_on_after(KEEPALIVE_S):
+            with trio.move_on_after(KEEPALIVE_S) as idle:
                 message = await queued.receive()
-                await send({"type": "http.response.body", "body": sse(message), "more_body": True})
-                continue
-            await send({"type": "http.response.body", "body": b": keep-alive\n\n", "more_body": True})
+            body = b": keep-alive\n\n" if idle.cancelled_caught else sse(message)
+            await stream.write(send, {"type": "http.response.body", "body": body, "more_body": True})

@@ -62,7 +62,7 @@ class StdioServer:
                 log.info("stdout closed by the client; stopping")
                 nursery.cancel_scope.cancel()
 
-            self._writer = LineWriter(send, client_gone)
+            self._writer = LineWriter(send, client_gone, stall_before_first_byte=True)
             nursery.start_soon(self._spill, outbox)
             async with out:
                 self._out = out
