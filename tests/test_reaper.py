@@ -124,3 +124,16 @@ async def test_a_dead_upstream_is_noticed_by_its_exit(home: Path) -> None:
         await wire.close_stdin()
         assert await wire.wait_exit() == 0
 
+
+
+def test_children_the_process_had_before_are_never_swept(tmp_path: Path) -> None:
+    """A child the gateway process already had when it became the subreaper (a sidecar of the
+    script that exec'd it) is not an orphan of any run: it is never killed."""
+    me = os.getpid()
+    (tmp_path / str(me) / "task" / str(me)).mkdir(parents=True)
+    (tmp_path / str(me) / "task" / str(me) / "children").write_text("21")
+    (tmp_path / "21").mkdir()
+    (tmp_path / "21" / "environ").write_bytes(b"")
+    reaper = Reaper(proc=str(tmp_path))
+    reaper.spare_present()  # what activate() does besides the prctl (not done to the test runner)
+    assert reaper.orphans() == []

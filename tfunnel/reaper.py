@@ -79,12 +79,19 @@ class Reaper:
         self.killed = 0
 
     def activate(self) -> bool:
-        """Become the subreaper (once, at the start of a gateway process); True when it took."""
+        """Become the subreaper (once, at the start of a gateway process); True when it took.
+        Children the process already has (a wrapper's sidecar, inherited across `exec`) are not
+        ours to end: they are never swept."""
         self.active = become_subreaper()
         self._pid = os.getpid()
+        self.spare_present()
         if not self.active:
             log.info("not a subreaper here; daemonized grandchildren are not tracked")
         return self.active
+
+    def spare_present(self) -> None:
+        """Never sweep the children this process has now (none of our runs started them)."""
+        self._own.update(self._children())
 
     @contextlib.contextmanager
     def run(self, env: Mapping[str, str]) -> Iterator[RunScope]:

@@ -25,8 +25,9 @@ from tfunnel.protocol.results import ToolResult
 log = structlog.get_logger("tfunnel.gate")
 
 # Hooks of one event of one call that may run at once: enough for any sane manifest, bounded so
-# a manifest with hundreds of entries cannot fork-bomb the host. Per call, so one session's slow
-# hooks never hold up another session's; the whole gateway's processes are bounded by `slots`.
+# a manifest with hundreds of entries cannot fork-bomb the host. Per call, so one call takes at
+# most this many of the gateway-wide process `slots` (which every call shares, first come first
+# served: calls with slow hooks can still fill them all).
 MAX_CONCURRENT_HOOKS = 8
 
 AskFallback = Literal["deny", "allow"]

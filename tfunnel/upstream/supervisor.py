@@ -36,6 +36,8 @@ log = structlog.get_logger("tfunnel.upstream")
 
 # Calls in flight to one upstream at once; more wait their turn instead of piling onto its stdin.
 MAX_CONCURRENT_CALLS = 64
+# After an upstream exits, how long its output is still read (answers it wrote just before).
+EXIT_READ_GRACE_S = 0.2
 # tools/list pages followed before we stop trusting nextCursor.
 MAX_TOOL_PAGES = 50
 
@@ -226,6 +228,9 @@ class Upstream:
 
             async def process_exited() -> None:
                 await proc.wait()
+                # What it wrote before dying is still in the pipe: read on to its end, unless a
+                # helper holds the pipe open (then that end never comes).
+                await trio.sleep(EXIT_READ_GRACE_S)
                 watch.cancel_scope.cancel()
 
             watch.start_soon(output_ended)
