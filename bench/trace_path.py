@@ -17,8 +17,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import tfunnel.linewriter as linewriter
-import tfunnel.router as router
+import tfunnel.proc.linewriter as linewriter
+import tfunnel.route.router as router
 import tfunnel.serve.stdio as stdio
 import tfunnel.surface.service as service
 import tfunnel.upstream.session as session

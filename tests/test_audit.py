@@ -1,4 +1,4 @@
-"""The audit log (`tfunnel/audit.py`) and the `tfunnel log` command (`tfunnel/manage/log_cmd.py`)."""
+"""The audit log (`tfunnel/observe/audit.py`) and the `tfunnel log` command (`tfunnel/manage/log_cmd.py`)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import pytest
 import structlog
 
 from tfunnel.app import build, watched_files
-from tfunnel.audit import CONFIG_FILE, DEFAULT_PATH, DEFAULTS, AuditLog, load_log_config
 from tfunnel.manage.log_cmd import log_command
+from tfunnel.observe.audit import CONFIG_FILE, DEFAULT_PATH, DEFAULTS, AuditLog, load_log_config
 
 TS = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
 
@@ -214,7 +214,7 @@ def test_disk_full_drops_the_record_without_raising(tmp_path: Path, monkeypatch:
         raise OSError(errno.ENOSPC, "No space left on device")
 
     with structlog.testing.capture_logs() as logs, monkeypatch.context() as m:
-        m.setattr("tfunnel.audit.os.write", full)
+        m.setattr("tfunnel.observe.audit.os.write", full)
         audit.record("tool", name="a")
         audit.record("tool", name="b")
     assert [(e["log_level"], e["error"]) for e in logs] == [("warning", "[Errno 28] No space left on device")]

@@ -9,8 +9,9 @@ import pytest
 
 from tfunnel.errors import InputRequired, ProtocolError, ToolFailure, UpstreamRemoteError
 from tfunnel.surface import bridge
-from tfunnel.surface.context import CallContext, Progress, Resume, ServerRequests
+from tfunnel.surface.context import CallContext, Resume
 from tfunnel.surface.upstream_tools import UpstreamTool
+from tfunnel.upstream.call import CallChannel, UpstreamCall
 
 TOOL = UpstreamTool(surfaced="up_ask", upstream="up", tool="ask", definition={"name": "ask"})
 QUESTION = {"q": {"method": "elicitation/create", "params": {"message": "Sure?"}}}
@@ -23,12 +24,8 @@ class Scripted:
         self.answers = list(answers)
         self.extras: list[Mapping[str, Any] | None] = []
 
-    async def call_tool(self, upstream_id: str, tool: str, arguments: Mapping[str, Any], *,
-                        meta: Mapping[str, Any] | None = None, on_progress: Progress | None = None,
-                        client_capabilities: Mapping[str, Any] | None = None,
-                        log_level: str | None = None, extra: Mapping[str, Any] | None = None,
-                        on_request: ServerRequests | None = None) -> dict[str, Any]:
-        self.extras.append(extra)
+    async def call_tool(self, call: UpstreamCall, channel: CallChannel | None = None) -> dict[str, Any]:
+        self.extras.append(call.continuation)
         answer = self.answers.pop(0)
         if isinstance(answer, Exception):
             raise answer

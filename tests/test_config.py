@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 
-from tfunnel.check import check_home
 from tfunnel.config import atomic
 from tfunnel.config.home import resolve_home, seed_dir, seed_home
 from tfunnel.config.load import (
@@ -23,6 +22,7 @@ from tfunnel.config.load import (
 )
 from tfunnel.config.model import Invoke, Register, Settings, ToolEntry, ToolState, Visibility
 from tfunnel.errors import ConfigError, ConfigProblem
+from tfunnel.home.check import check_home
 
 SHELL = {"type": "shell", "command": "true"}
 

@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 import structlog
 
-from tfunnel.audit import LOG_CONFIG
 from tfunnel.config.expose import EXPOSE
 from tfunnel.config.files import ConfigFile, LiveFiles, read_config
 from tfunnel.config.load import REGISTER, SETTINGS, STATE
 from tfunnel.gate.manifest import HOOK_STATE, MANIFEST
-from tfunnel.home_files import read_home
+from tfunnel.home.files import read_home
+from tfunnel.observe.audit import LOG_CONFIG
 
 SHELL = {"type": "shell", "command": "true"}
 HOOK = {"id": "h", "event": "PreToolUse", "matcher": "*", "command": "true", "enabled": True}

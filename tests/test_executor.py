@@ -13,9 +13,9 @@ import trio
 
 from tests.conftest import FIXTURES
 from tests.wire import alive, wait_for_file, wait_gone
-from tfunnel import process as executor
 from tfunnel.errors import ToolFailure
-from tfunnel.process import ProcessSpec, run_child
+from tfunnel.proc import children as executor
+from tfunnel.proc.children import ProcessSpec, run_child
 from tfunnel.tools.result import map_outcome
 
 pytestmark = pytest.mark.timeout(60)

@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 import trio
 
-from tfunnel.audit import AuditLog
 from tfunnel.config.load import load_register, load_settings
 from tfunnel.config.model import ToolState, Visibility
 from tfunnel.errors import GateDenied
 from tfunnel.gate.gated import PreDecision, ToolCall, gated_run
+from tfunnel.observe.audit import AuditLog
 from tfunnel.protocol.results import ToolResult
 from tfunnel.surface.catalog import Catalog
 from tfunnel.surface.context import CallContext

@@ -405,7 +405,7 @@ async def test_notifications_cancelled_cancels_the_named_call(home: Path, tmp_pa
 async def test_health_says_stopping_with_503(home: Path) -> None:
     """While draining, /health answers 503 with status "stopping" (the in-process ASGI app)."""
     from tfunnel.app import build
-    from tfunnel.observe import CallTally
+    from tfunnel.observe.observer import CallTally
     from tfunnel.serve.http import HttpApp
     from tfunnel.serve.metrics import Metrics
     from tfunnel.serve.sessions import SessionStore

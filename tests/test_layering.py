@@ -9,17 +9,30 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "tfunnel"
 
-# Each layer may not import these (data flows transport → router → surface/gate → tools).
+# Data flows one way (docs/architecture.md): inbound transport (serve) → route → surface → gate →
+# tools | upstream; home (the config home as a whole) and app compose them. Each layer may not
+# import what sits above it; protocol/ is sans-IO and imports nothing else of ours but errors.
+_TOP = ("tfunnel.app", "tfunnel.cli")
+_ABOVE_SURFACE = ("tfunnel.serve", "tfunnel.route", "tfunnel.home", "tfunnel.manage", *_TOP)
 FORBIDDEN: dict[str, tuple[str, ...]] = {
     "protocol": ("trio", "anyio", "asyncio", "socket", "subprocess", "hypercorn", "tfunnel.serve",
-                 "tfunnel.surface", "tfunnel.gate", "tfunnel.tools", "tfunnel.config", "tfunnel.app",
-                 "tfunnel.router", "tfunnel.live"),
-    "config": ("tfunnel.serve", "tfunnel.surface", "tfunnel.gate", "tfunnel.tools", "tfunnel.router",
-               "tfunnel.app", "tfunnel.live"),
-    "tools": ("tfunnel.serve", "tfunnel.surface", "tfunnel.gate", "tfunnel.router", "tfunnel.app"),
-    "gate": ("tfunnel.serve", "tfunnel.surface", "tfunnel.tools", "tfunnel.router", "tfunnel.app"),
-    "surface": ("tfunnel.serve", "tfunnel.router", "tfunnel.app"),
-    "serve": ("tfunnel.app", "tfunnel.tools", "tfunnel.surface"),
+                 "tfunnel.route", "tfunnel.surface", "tfunnel.gate", "tfunnel.tools", "tfunnel.config",
+                 "tfunnel.upstream", "tfunnel.proc", "tfunnel.observe", "tfunnel.home",
+                 "tfunnel._fastpath", "tfunnel.manage", *_TOP),
+    "proc": ("tfunnel.config", "tfunnel.observe", "tfunnel.surface", "tfunnel.gate", "tfunnel.tools",
+             "tfunnel.upstream", *_ABOVE_SURFACE),
+    "config": ("tfunnel.surface", "tfunnel.gate", "tfunnel.tools", "tfunnel.upstream", "tfunnel.observe",
+               *_ABOVE_SURFACE),
+    "observe": ("tfunnel.surface", "tfunnel.gate", "tfunnel.tools", "tfunnel.upstream", *_ABOVE_SURFACE),
+    "tools": ("tfunnel.surface", "tfunnel.gate", "tfunnel.upstream", *_ABOVE_SURFACE),
+    "gate": ("tfunnel.surface", "tfunnel.tools", "tfunnel.upstream", *_ABOVE_SURFACE),
+    "upstream": ("tfunnel.surface", "tfunnel.gate", "tfunnel.tools", *_ABOVE_SURFACE),
+    "surface": _ABOVE_SURFACE,
+    "route": ("tfunnel.serve", "tfunnel.home", "tfunnel.manage", *_TOP),
+    "home": ("tfunnel.serve", "tfunnel.route", "tfunnel.manage", *_TOP),
+    # serve reads the supervisor's statistics for /health and /metrics, nothing else of upstream/.
+    "serve": ("tfunnel.tools", "tfunnel.surface", "tfunnel.gate", "tfunnel.upstream.session",
+              "tfunnel.upstream.client", "tfunnel.manage", *_TOP),
 }
 
 

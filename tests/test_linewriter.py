@@ -1,4 +1,4 @@
-"""The stdio writer (tfunnel.linewriter): a peer that stops reading is given up on, not waited for."""
+"""The stdio writer (tfunnel.proc.linewriter): a peer that stops reading is given up on, not waited for."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import os
 import pytest
 import trio
 
-from tfunnel.linewriter import STALL_S, LineWriter
+from tfunnel.proc.linewriter import STALL_S, LineWriter
 
 pytestmark = [pytest.mark.trio_clock, pytest.mark.timeout(30)]
 

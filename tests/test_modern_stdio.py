@@ -18,7 +18,7 @@ from tests.httpgw import http_gateway
 from tests.test_gate_hooks import elicitation
 from tests.test_stdio_wire import SLEEPER
 from tests.wire import Wire, gateway, gateway_argv, wait_for_file, wait_gone
-from tfunnel.router_modern import MAX_LISTEN_STREAMS
+from tfunnel.route.modern import MAX_LISTEN_STREAMS
 
 pytestmark = pytest.mark.timeout(90)
 

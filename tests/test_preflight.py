@@ -1,4 +1,4 @@
-"""`tfunnel check` reports what serve would hit (tfunnel.preflight), and serve logs the same."""
+"""`tfunnel check` reports what serve would hit (tfunnel.home.preflight), and serve logs the same."""
 
 from __future__ import annotations
 
@@ -13,11 +13,11 @@ import pytest
 
 from tests.upstreams import mock_upstream, set_upstreams
 from tests.wire import gateway, gateway_argv
-from tfunnel import preflight
 from tfunnel.config.expose import ExposeConfig, ExposeEntry, UpstreamSpec
 from tfunnel.config.model import Invoke, Register, ToolEntry
 from tfunnel.errors import ConfigProblem
 from tfunnel.gate.manifest import HookManifest, HookSpec
+from tfunnel.home import preflight
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -203,8 +203,8 @@ def test_overlay_switches_that_name_nothing_are_warnings(
         home: Path, state: dict[str, Any], overlay: dict[str, bool], expected: list[str]) -> None:
     """A typo in an overlay key leaves the tool or hook as it was (maybe looser than meant): check
     warns, naming the nearest real name."""
-    from tfunnel.check import runtime
-    from tfunnel.home_files import read_home
+    from tfunnel.home.check import runtime
+    from tfunnel.home.files import read_home
 
     (home / "tools" / "tools.state.json").write_text(json.dumps(state))
     (home / "hooks" / "hooks.state.json").write_text(json.dumps(overlay))

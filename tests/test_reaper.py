@@ -1,4 +1,4 @@
-"""Nothing the gateway starts outlives what started it, daemons included (tfunnel.reaper), and a
+"""Nothing the gateway starts outlives what started it, daemons included (tfunnel.proc.reaper), and a
 dead upstream is noticed by its exit, not only by the end of its output."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import trio
 from tests.conftest import add_tools
 from tests.upstreams import FAST_RESTART, mock_upstream, set_upstreams
 from tests.wire import alive, gateway, wait_for_file, wait_gone
-from tfunnel.reaper import Reaper, parent_of, tag_of
+from tfunnel.proc.reaper import Reaper, parent_of, tag_of
 
 pytestmark = pytest.mark.timeout(90)
 

@@ -17,7 +17,7 @@ from mcp.client.stdio import stdio_client
 from mcp.types import CallToolResult, TextContent
 
 from tests.wire import SETTLED
-from tfunnel.live import DEBOUNCE_S
+from tfunnel.surface.changes import DEBOUNCE_S
 
 pytestmark = pytest.mark.timeout(90)
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tfunnel.config.model import Invoke
-from tfunnel.process import ProcessOutcome
+from tfunnel.proc.children import ProcessOutcome
 from tfunnel.tools.resolve import ScriptNotRunnable, invoke_argv, resolve_script, script_argv
 from tfunnel.tools.result import ERROR_TAIL_CHARS, map_outcome
 

@@ -17,7 +17,7 @@ import pytest
 import trio
 import trio.testing
 
-from tests.upstreams import MOCK
+from tests.upstreams import MOCK, call_tool
 from tfunnel.config.expose import ExposeConfig, RestartPolicy, UpstreamSpec
 from tfunnel.config.model import Limits
 from tfunnel.errors import ProtocolError, UpstreamError
@@ -98,7 +98,7 @@ async def test_time_server_negotiates_modern(home: Path) -> None:
             assert tool_names(upstream) == ["get_current_time", "convert_time"]
             assert upstream.connection is not None
             assert upstream.connection.server_info.get("name") == "mcp-time"
-            result = await supervisor.call_tool("time", "get_current_time", {"timezone": "UTC"},
+            result = await call_tool(supervisor, "time", "get_current_time", {"timezone": "UTC"},
                                                 log_level="error", meta={"trace": "t-1"})
             assert result["resultType"] == "complete"
             assert json.loads(text(result))["timezone"] == "UTC"
@@ -112,7 +112,7 @@ async def test_time_server_legacy_pin(home: Path) -> None:
             assert upstream.state is State.READY
             stats = upstream.statistics()
             assert (upstream.era, stats.era, stats.protocol_version) == (Era.LEGACY, "legacy", "2025-11-25")
-            result = await supervisor.call_tool("time", "get_current_time", {"timezone": "UTC"},
+            result = await call_tool(supervisor, "time", "get_current_time", {"timezone": "UTC"},
                                                 extra={"requestState": "ignored on legacy"})
             assert "resultType" not in result and json.loads(text(result))["timezone"] == "UTC"
 
@@ -128,7 +128,7 @@ async def test_time_server_remembers_modern_after_a_crash(home: Path) -> None:
             await wait_until(lambda: upstream.state is State.READY and upstream.pid not in (None, first))
             assert upstream.statistics().restarts == 1
             assert upstream.era is Era.MODERN and upstream.protocol_version == "2026-07-28"
-            result = await supervisor.call_tool("time", "get_current_time", {"timezone": "UTC"})
+            result = await call_tool(supervisor, "time", "get_current_time", {"timezone": "UTC"})
             assert result["resultType"] == "complete"
 
 
@@ -142,7 +142,7 @@ async def test_legacy_only_mock_falls_back(home: Path) -> None:
             assert (upstream.statistics().era, upstream.protocol_version) == ("legacy", "2025-11-25")
             assert methods(log)[:4] == ["server/discover", "initialize", "notifications/initialized",
                                         "tools/list"]
-            result = await supervisor.call_tool("mock", "add", {"a": 2, "b": 3})
+            result = await call_tool(supervisor, "mock", "add", {"a": 2, "b": 3})
             assert result["structuredContent"] == {"result": 5}
     assert initialize_params("n", "v")["capabilities"] == {"elicitation": {}}
 
@@ -161,7 +161,7 @@ async def test_modern_only_refuses_a_legacy_upstream(home: Path) -> None:
             await wait_until(lambda: upstream.statistics().restarts >= 2)
             assert upstream.state is not State.STOPPED and upstream.stopped_reason is None
             with pytest.raises(UpstreamError, match=r"'mock' is still starting"):
-                await supervisor.call_tool("mock", "ping", {})
+                await call_tool(supervisor, "mock", "ping", {})
 
 
 async def test_probe_timeout_falls_back_after_the_window(home: Path) -> None:
@@ -193,7 +193,7 @@ async def test_a_slow_dual_era_server_is_still_modern(home: Path) -> None:
             upstream = supervisor.upstreams["elicit"]
             assert upstream.state is State.READY and upstream.era is Era.MODERN, upstream.last_error
             assert upstream.statistics().restarts == 0
-            added = await supervisor.call_tool("elicit", "add", {"a": 1, "b": 2})
+            added = await call_tool(supervisor, "elicit", "add", {"a": 1, "b": 2})
             assert added["resultType"] == "complete" and added["structuredContent"] == {"result": 3}
 
 
@@ -205,7 +205,7 @@ async def test_era_is_remembered_after_a_crash_restart(home: Path) -> None:
             upstream = supervisor.upstreams["mock"]
             first = upstream.pid
             with pytest.raises(UpstreamError, match="exited with status 3"):
-                await supervisor.call_tool("mock", "crash", {})
+                await call_tool(supervisor, "mock", "crash", {})
             await wait_until(lambda: upstream.state is State.READY and upstream.pid not in (None, first))
             assert upstream.era is Era.LEGACY
             logged = methods(log)
@@ -225,22 +225,22 @@ async def test_modern_elicitation_is_input_required_then_completes(home: Path) -
         async with supervised(home, elicit_spec()) as supervisor:
             upstream = supervisor.upstreams["elicit"]
             assert upstream.era is Era.MODERN and tool_names(upstream) == ["add", "grow", "confirm"]
-            added = await supervisor.call_tool("elicit", "add", {"a": 2, "b": 3})
+            added = await call_tool(supervisor, "elicit", "add", {"a": 2, "b": 3})
             assert added["structuredContent"] == {"result": 5} and added["resultType"] == "complete"
             caps: dict[str, Any] = {"elicitation": {"form": {}}}
-            asked = await supervisor.call_tool("elicit", "confirm", {"item": "x"}, client_capabilities=caps)
+            asked = await call_tool(supervisor, "elicit", "confirm", {"item": "x"}, client_capabilities=caps)
             assert asked["resultType"] == "input_required"
             [(key, question)] = asked["inputRequests"].items()
             assert question["method"] == "elicitation/create"
             assert question["params"]["message"] == "Confirm x?"
             state = asked["requestState"]
-            done = await supervisor.call_tool(
+            done = await call_tool(supervisor,
                 "elicit", "confirm", {"item": "x"}, client_capabilities=caps,
                 extra={"inputResponses": {key: ACCEPT}, "requestState": state})
             assert done["resultType"] == "complete" and text(done) == "confirmed x"
             # Without the capability declared, the modern server refuses (-32021): raw error, named.
             with pytest.raises(UpstreamError, match="elicitation capability"):
-                await supervisor.call_tool("elicit", "confirm", {"item": "y"})
+                await call_tool(supervisor, "elicit", "confirm", {"item": "y"})
 
 
 async def test_modern_list_changed_arrives_on_the_listen_stream(home: Path) -> None:
@@ -252,10 +252,10 @@ async def test_modern_list_changed_arrives_on_the_listen_stream(home: Path) -> N
             upstream = supervisor.upstreams["elicit"]
             assert upstream.connection is not None and upstream.connection.lists_changes()
             before = len(changes)
-            assert text(await supervisor.call_tool("elicit", "grow", {})) == "grown"
+            assert text(await call_tool(supervisor, "elicit", "grow", {})) == "grown"
             await wait_until(lambda: "extra" in tool_names(upstream))
             assert len(changes) > before
-            assert text(await supervisor.call_tool("elicit", "extra", {})) == "extra"
+            assert text(await call_tool(supervisor, "elicit", "extra", {})) == "extra"
 
 
 async def test_legacy_elicitation_goes_to_the_calls_handler(home: Path) -> None:
@@ -270,11 +270,11 @@ async def test_legacy_elicitation_goes_to_the_calls_handler(home: Path) -> None:
     with trio.fail_after(40):
         async with supervised(home, elicit_spec(legacy_pin=True)) as supervisor:
             assert supervisor.upstreams["elicit"].era is Era.LEGACY
-            done = await supervisor.call_tool("elicit", "confirm", {"item": "x"}, on_request=accept)
+            done = await call_tool(supervisor, "elicit", "confirm", {"item": "x"}, on_request=accept)
             assert text(done) == "confirmed x"
             [(method, params)] = asked
             assert method == "elicitation/create" and params["message"] == "Confirm x?"
-            declined = await supervisor.call_tool("elicit", "confirm", {"item": "y"})
+            declined = await call_tool(supervisor, "elicit", "confirm", {"item": "y"})
             assert text(declined) == "declined y"
 
 
@@ -294,7 +294,7 @@ async def test_mock_elicit_tool_and_handler_errors(home: Path) -> None:
     with trio.fail_after(40):
         async with supervised(home, mock_spec()) as supervisor:
             def call(handler: Any) -> Any:
-                return supervisor.call_tool("mock", "elicit", {"message": "Go?"}, on_request=handler)
+                return call_tool(supervisor, "mock", "elicit", {"message": "Go?"}, on_request=handler)
 
             assert json.loads(text(await call(accept))) == ACCEPT
             assert json.loads(text(await call(None))) == {"action": "decline", "content": None}
@@ -319,10 +319,10 @@ async def test_the_most_recent_call_with_a_handler_answers(home: Path) -> None:
     with trio.fail_after(40):
         async with supervised(home, mock_spec()) as supervisor:
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(lambda: supervisor.call_tool("mock", "slow", {"seconds": 0.5},
+                nursery.start_soon(lambda: call_tool(supervisor, "mock", "slow", {"seconds": 0.5},
                                                                 on_request=handler("older")))
                 await trio.sleep(0.1)
-                result = await supervisor.call_tool("mock", "elicit", {}, on_request=handler("newer"))
+                result = await call_tool(supervisor, "mock", "elicit", {}, on_request=handler("newer"))
             assert seen == ["newer"] and json.loads(text(result)) == ACCEPT
 
 
@@ -441,6 +441,6 @@ async def test_a_slow_answer_from_the_client_does_not_time_the_call_out(home: Pa
 
     with trio.fail_after(40):
         async with supervised(home, mock_spec(timeout_ms=500)) as supervisor:
-            result = await supervisor.call_tool("mock", "elicit", {"message": "Go?"}, on_request=slow_accept)
+            result = await call_tool(supervisor, "mock", "elicit", {"message": "Go?"}, on_request=slow_accept)
             assert not result.get("isError"), result
             assert json.loads(text(result)) == ACCEPT

@@ -14,8 +14,9 @@ from tests.test_reload import next_notification
 from tests.test_upstream_gateway import call
 from tests.upstreams import mock_upstream, set_upstreams
 from tests.wire import gateway
-from tfunnel.home_files import read_home
-from tfunnel.live import DEBOUNCE_S, Changes, Live
+from tfunnel.home.files import read_home
+from tfunnel.home.live import Live
+from tfunnel.surface.changes import DEBOUNCE_S, Changes
 from tfunnel.upstream.coalesce import Coalescer
 
 pytestmark = pytest.mark.timeout(60)

@@ -15,21 +15,21 @@ from typing import TYPE_CHECKING
 import structlog
 import trio
 
-from tfunnel.audit import CONFIG_FILE as LOG_CONFIG_FILE
-from tfunnel.audit import AuditLog
-from tfunnel.check import runtime as runtime_checks
 from tfunnel.config.expose import EXPOSE_FILE
 from tfunnel.config.home import child_environment
 from tfunnel.config.load import REGISTER_FILE, STATE_FILE
 from tfunnel.config.watch import Signature, signature, watch_files
 from tfunnel.gate.engine import HookEngine
 from tfunnel.gate.manifest import HOOK_STATE_FILE, MANIFEST_FILE
-from tfunnel.home_files import HomeReading, read_home
-from tfunnel.live import Live
-from tfunnel.observe import Observer
-from tfunnel.process import keep_child_nofile
-from tfunnel.reaper import REAPER
-from tfunnel.router import Router
+from tfunnel.home.check import runtime as runtime_checks
+from tfunnel.home.files import HomeReading, read_home
+from tfunnel.home.live import Live
+from tfunnel.observe.audit import CONFIG_FILE as LOG_CONFIG_FILE
+from tfunnel.observe.audit import AuditLog
+from tfunnel.observe.observer import Observer
+from tfunnel.proc.children import keep_child_nofile
+from tfunnel.proc.reaper import REAPER
+from tfunnel.route.router import Router
 from tfunnel.serve.stdio import StdioServer
 from tfunnel.surface.parking import Parking
 from tfunnel.surface.service import Surface
@@ -145,7 +145,7 @@ def watched_files(gateway: Gateway) -> dict[Path, Callable[[], object]]:
 async def reaping() -> AsyncIterator[None]:
     """For a gateway process (never inside another program: it adopts the process's orphans):
     become the subreaper of what we start, sweep orphans of ended runs while serving, and once
-    everything stopped, sweep until none is left (`tfunnel.reaper`)."""
+    everything stopped, sweep until none is left (`tfunnel.proc.reaper`)."""
     REAPER.activate()
     try:
         async with trio.open_nursery() as nursery:

@@ -18,8 +18,6 @@ import trio
 from tfunnel import __version__
 from tfunnel import log as logsetup
 from tfunnel.app import BindRefused, build, reaping, run_http, run_stdio, running
-from tfunnel.audit import AuditLog
-from tfunnel.check import check_home
 from tfunnel.config.atomic import sweep_temp_files, write_json_atomic
 from tfunnel.config.expose import load_expose
 from tfunnel.config.home import ResolvedHome, resolve_home, seed_dir, seed_home
@@ -28,10 +26,12 @@ from tfunnel.config.model import META_TOOL_NAMES
 from tfunnel.config.names import owners
 from tfunnel.config.validate import read_json
 from tfunnel.errors import ConfigError, ProtocolError
-from tfunnel.live import Live
+from tfunnel.home.check import check_home
+from tfunnel.home.live import Live
 from tfunnel.manage.hook_cmd import hook_command
 from tfunnel.manage.log_cmd import log_command
 from tfunnel.manage.mcp_cmd import AddOptions, add_mcp_arguments, mcp_command, split_argv
+from tfunnel.observe.audit import AuditLog
 from tfunnel.surface import meta
 from tfunnel.surface.catalog import Catalog
 from tfunnel.surface.context import CallContext

@@ -14,12 +14,12 @@ from typing import Any, Literal
 import structlog
 import trio
 
-from tfunnel.audit import AuditLog
 from tfunnel.gate.decision import Combined, HookEvent, HookVerdict, combine, interpret
 from tfunnel.gate.gated import ALLOW, PreDecision, ToolCall
 from tfunnel.gate.manifest import HookManifest, HookSpec
 from tfunnel.gate.runner import run_hook
-from tfunnel.observe import NullObserver, Observer
+from tfunnel.observe.audit import AuditLog
+from tfunnel.observe.observer import NullObserver, Observer
 from tfunnel.protocol.results import ToolResult
 
 log = structlog.get_logger("tfunnel.gate")

@@ -1,7 +1,7 @@
 """Run one hook command the way Claude Code does: `/bin/sh -c`, payload JSON on stdin.
 
 The child runs in its own process group with cwd = the home; a timeout or a cancelled call
-kills the whole group (`tfunnel.process`). Never raises for a hook that misbehaves: everything
+kills the whole group (`tfunnel.proc.children`). Never raises for a hook that misbehaves: everything
 it did is reported in the `HookRun` for `decision.interpret`.
 """
 
@@ -17,7 +17,7 @@ import trio
 from tfunnel.errors import ToolFailure
 from tfunnel.gate.decision import HookRun
 from tfunnel.gate.manifest import HookSpec
-from tfunnel.process import ProcessSpec, run_child
+from tfunnel.proc.children import ProcessSpec, run_child
 
 # A decision is a few hundred bytes; a hook printing more than this is misbehaving, and an
 # unreadable decision is a deny.

@@ -12,7 +12,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tfunnel.audit import AuditLog
 from tfunnel.config.atomic import write_json_atomic
 from tfunnel.config.validate import read_json
 from tfunnel.errors import ConfigError
@@ -24,6 +23,7 @@ from tfunnel.gate.manifest import (
     load_hook_state,
     load_manifest,
 )
+from tfunnel.observe.audit import AuditLog
 
 
 def hook_command(home: Path, action: str, hook_id: str | None) -> int:

@@ -11,8 +11,8 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
-from tfunnel.audit import CONFIG_FILE, DEFAULTS, AuditLog, LogConfig, load_log_config
 from tfunnel.config.atomic import write_json_atomic
+from tfunnel.observe.audit import CONFIG_FILE, DEFAULTS, AuditLog, LogConfig, load_log_config
 
 ACTIONS = ("on", "off", "status", "tail")
 

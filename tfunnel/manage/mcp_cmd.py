@@ -25,13 +25,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from tfunnel import preflight
-from tfunnel.audit import AuditLog
 from tfunnel.config.atomic import write_json_atomic
 from tfunnel.config.expose import EXPOSE_FILE, ExposeConfig, UpstreamSpec, empty_document, parse_expose
 from tfunnel.config.home import child_environment
 from tfunnel.config.validate import read_json
 from tfunnel.errors import ConfigError, ConfigProblem
+from tfunnel.home import preflight
+from tfunnel.observe.audit import AuditLog
 from tfunnel.upstream.isolation import isolation_problems
 
 ACTIONS = ("list", "add", "enable", "disable", "remove", "reconnect")

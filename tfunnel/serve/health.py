@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from tfunnel.upstream.supervisor import UpstreamStatistics
+from tfunnel.upstream.states import UpstreamStatistics
 
 Status = Literal["ok", "degraded", "starting", "stopping"]
 

@@ -21,15 +21,15 @@ import structlog
 import trio
 
 from tfunnel.errors import ProtocolError
-from tfunnel.live import Live
-from tfunnel.observe import CallTally
+from tfunnel.home.live import Live
+from tfunnel.observe.observer import CallTally
 from tfunnel.protocol import jsonrpc, modern
 from tfunnel.protocol.eras import LEGACY_VERSIONS, MODERN_VERSIONS, Era, classify
 from tfunnel.protocol.headers import check_modern_headers, check_param_headers
 from tfunnel.protocol.jsonrpc import Notification, Request
 from tfunnel.protocol.modern import HEADER_MISMATCH
 from tfunnel.protocol.session import ClientSession
-from tfunnel.router import Router
+from tfunnel.route.router import Router
 from tfunnel.serve import health
 from tfunnel.serve.asgi import (
     SSE_HEADERS,

@@ -18,7 +18,7 @@ from prometheus_client import (
     generate_latest,
 )
 
-from tfunnel.upstream.supervisor import State, UpstreamStatistics
+from tfunnel.upstream.states import State, UpstreamStatistics
 
 # Tool names come from config (and upstreams' tools/list), so they are bounded in practice; the cap
 # is a backstop against a misbehaving upstream advertising endless names. Every distinct label value

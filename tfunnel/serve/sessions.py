@@ -17,7 +17,7 @@ import trio
 from tfunnel.protocol import jsonrpc
 from tfunnel.protocol.jsonrpc import Notification
 from tfunnel.protocol.session import ClientSession
-from tfunnel.router import Router
+from tfunnel.route.router import Router
 from tfunnel.serve.outbound import OutboundRequests
 
 # A session nobody has used for this long is forgotten (its client must initialize again).

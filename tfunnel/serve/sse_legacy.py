@@ -14,10 +14,10 @@ from typing import Any
 import structlog
 import trio
 
-from tfunnel.live import Live
+from tfunnel.home.live import Live
 from tfunnel.protocol import jsonrpc
 from tfunnel.protocol.jsonrpc import Notification, Request
-from tfunnel.router import Router
+from tfunnel.route.router import Router
 from tfunnel.serve.asgi import (
     SSE_HEADERS,
     ChannelPeer,

@@ -10,18 +10,18 @@ from __future__ import annotations
 
 import contextlib
 import secrets
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
 import structlog
 import trio
 
-from tfunnel.linewriter import LineWriter
-from tfunnel.live import Changes
+from tfunnel.proc.linewriter import LineWriter
 from tfunnel.protocol import jsonrpc
 from tfunnel.protocol.framing import LineReader, Oversize
 from tfunnel.protocol.jsonrpc import MessageError, Notification, Request, Response
 from tfunnel.protocol.session import ClientSession
-from tfunnel.router import Router
+from tfunnel.route.router import Router
 from tfunnel.serve.outbound import OutboundRequests
 
 log = structlog.get_logger("tfunnel.stdio")
@@ -35,10 +35,18 @@ _OUTBOX = 64
 MAX_INFLIGHT = 256
 
 
+class ChangeSignal(Protocol):
+    """The surface's change signal (`tfunnel.surface.changes.Changes`), as a transport sees it."""
+
+    version: int
+
+    async def next_burst(self, seen: int, *, relevant: Callable[[], bool] = ...) -> int: ...
+
+
 class StdioServer:
     can_request = True  # server→client requests travel on the same pipe
 
-    def __init__(self, router: Router, tools_changed: Changes, *, max_message_bytes: int,
+    def __init__(self, router: Router, tools_changed: ChangeSignal, *, max_message_bytes: int,
                  grace_s: float, max_inflight: int = MAX_INFLIGHT) -> None:
         self.router = router
         self.tools_changed = tools_changed

@@ -14,11 +14,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from tfunnel.errors import InputRequired, ProtocolError, ToolFailure, UpstreamRemoteError
+from tfunnel.protocol.jsonrpc import METHOD_NOT_FOUND
 from tfunnel.protocol.modern import MISSING_CLIENT_CAPABILITY
 from tfunnel.protocol.session import DECLINED
 from tfunnel.surface.context import CallContext, Progress, ServerRequests, Upstreams
 from tfunnel.surface.parking import Parking
 from tfunnel.surface.upstream_tools import UpstreamTool
+from tfunnel.upstream.call import UpstreamCall
 
 # Rounds of questions one call may need before we stop retrying the upstream.
 MAX_INPUT_ROUNDS = 10
@@ -63,11 +65,12 @@ async def _once(upstreams: Upstreams, tool: UpstreamTool, args: Mapping[str, Any
                 extra: Mapping[str, Any] | None, parking: Parking | None) -> dict[str, Any]:
     """One upstream round. A modern client that can answer questions gets its call parked, so a
     legacy upstream's mid-call `elicitation/create` can wait for the client's retry."""
+    call = UpstreamCall(tool.upstream, tool.tool, args, ctx.meta, ctx.bridged_capabilities, ctx.log_level,
+                        extra)
+
     async def run(on_request: ServerRequests | None, on_progress: Progress | None) -> dict[str, Any]:
-        return await upstreams.call_tool(
-            tool.upstream, tool.tool, args, meta=ctx.meta, on_progress=on_progress,
-            client_capabilities=ctx.bridged_capabilities, log_level=ctx.log_level, extra=extra,
-            on_request=on_request)
+        channel = _Channel(on_progress, on_request) if on_request or on_progress else None
+        return await upstreams.call_tool(call, channel)
 
     if ctx.modern and parking is not None:
         if ctx.resume is not None and ctx.resume.parked is not None:
@@ -113,3 +116,22 @@ def declared(method: str, capabilities: Mapping[str, Any]) -> bool:
     """Whether the client declared what `method` asks of it."""
     capability = CAPABILITY_OF.get(method)
     return capability is not None and isinstance(capabilities.get(capability), Mapping)
+
+
+class _Channel:
+    """The caller's side of one upstream call: progress relayed, questions answered (or declined)."""
+
+    def __init__(self, on_progress: Progress | None, on_request: ServerRequests | None) -> None:
+        self._on_progress = on_progress
+        self._on_request = on_request
+
+    def progress(self, params: dict[str, Any]) -> None:
+        if self._on_progress is not None:
+            self._on_progress(params)
+
+    async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        if self._on_request is None:
+            if method in DECLINED:
+                return dict(DECLINED[method])
+            raise ProtocolError(METHOD_NOT_FOUND, f"Method not found: {method}")
+        return await self._on_request(method, params)

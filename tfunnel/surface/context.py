@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from tfunnel.gate.gated import AskUser
+from tfunnel.upstream.call import CallChannel, UpstreamCall
 
 Progress = Callable[[dict[str, Any]], None]
 ServerRequests = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
@@ -44,13 +45,7 @@ class CallContext:
 
 
 class Upstreams(Protocol):
-    async def call_tool(self, upstream_id: str, tool: str, arguments: Mapping[str, Any], *,
-                        meta: Mapping[str, Any] | None = None, on_progress: Progress | None = None,
-                        client_capabilities: Mapping[str, Any] | None = None,
-                        log_level: str | None = None, extra: Mapping[str, Any] | None = None,
-                        on_request: ServerRequests | None = None) -> dict[str, Any]: ...
-
-
+    async def call_tool(self, call: UpstreamCall, channel: CallChannel | None = None) -> dict[str, Any]: ...
 
 
 class SupervisedUpstreams(Upstreams, Protocol):

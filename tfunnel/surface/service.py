@@ -13,11 +13,11 @@ from typing import Any, Protocol
 
 import structlog
 
-from tfunnel.audit import AuditLog
 from tfunnel.config.model import META_TOOL_NAMES, ToolEntry
 from tfunnel.errors import GateDenied, ProtocolError, ToolFailure
 from tfunnel.gate.gated import Gate, ToolCall, gated_run
-from tfunnel.observe import UNKNOWN_TOOL, CallTally, NullObserver, Observer
+from tfunnel.observe.audit import AuditLog
+from tfunnel.observe.observer import UNKNOWN_TOOL, CallTally, NullObserver, Observer
 from tfunnel.protocol.jsonrpc import INVALID_PARAMS
 from tfunnel.protocol.results import ToolResult
 from tfunnel.surface import bridge, meta

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import signal
 
-from tfunnel.process import ProcessOutcome
+from tfunnel.proc.children import ProcessOutcome
 from tfunnel.protocol.results import ToolResult
 
 # How much of stderr (or stdout) a failed run shows the client: enough to see the error,

@@ -15,7 +15,7 @@ import trio
 from tfunnel.config.home import child_environment
 from tfunnel.config.model import Limits, ToolEntry
 from tfunnel.errors import ToolFailure
-from tfunnel.process import ProcessSpec, run_child
+from tfunnel.proc.children import ProcessSpec, run_child
 from tfunnel.protocol.jsonrpc import to_json
 from tfunnel.protocol.results import ToolResult
 from tfunnel.tools.resolve import invoke_argv

@@ -17,7 +17,7 @@ import structlog
 import trio
 
 from tfunnel.errors import UpstreamError
-from tfunnel.process import killpg, limit_child
+from tfunnel.proc.children import killpg, limit_child
 
 log = structlog.get_logger("tfunnel.upstream")
 

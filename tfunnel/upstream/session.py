@@ -24,7 +24,7 @@ from typing import Any
 import structlog
 import trio
 
-from tfunnel import expiry
+from tfunnel._fastpath import deadlines
 from tfunnel.errors import (
     ProtocolError,
     UpstreamBadAnswer,
@@ -32,7 +32,7 @@ from tfunnel.errors import (
     UpstreamRemoteError,
     UpstreamTimeout,
 )
-from tfunnel.linewriter import LineWriter
+from tfunnel.proc.linewriter import LineWriter
 from tfunnel.protocol import jsonrpc
 from tfunnel.protocol.jsonrpc import Notification, Request, Response
 from tfunnel.protocol.modern import request_meta
@@ -87,7 +87,7 @@ class _Pending:
     timed_out: bool = False
 
     def due(self, now: float) -> float | None:
-        """The timer (`tfunnel.expiry`), at or after the deadline: time out, or wait longer
+        """The timer (`tfunnel._fastpath.deadlines`), at or after the deadline: time out, or wait longer
         when progress re-armed the window."""
         if self.done.is_set():
             return None
@@ -224,7 +224,7 @@ class UpstreamSession:
         # One timer for every request (cheaper than a `move_on_at` scope per request).
         pending.waiting = True
         try:
-            expiry.current().add(min(pending.deadline, pending.hard_deadline), pending)
+            deadlines().add(min(pending.deadline, pending.hard_deadline), pending)
             await pending.done.wait()
         finally:
             pending.waiting = False

@@ -9,25 +9,25 @@ process group is gone.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import structlog
 import trio
 
+from tfunnel._fastpath import acquire_eager
 from tfunnel.config.expose import AVAILABLE_TRANSPORTS, ExposeConfig, ExposeEntry, UpstreamSpec
 from tfunnel.config.names import owners
 from tfunnel.errors import UpstreamCrashed, UpstreamError, UpstreamUnavailable
-from tfunnel.flow import acquire_eager
+from tfunnel.proc.reaper import REAPER, RunScope
 from tfunnel.protocol.eras import Era
 from tfunnel.protocol.jsonrpc import Notification
-from tfunnel.reaper import REAPER, RunScope
 from tfunnel.upstream import child, handshake
 from tfunnel.upstream.backoff import RestartBudget
+from tfunnel.upstream.call import CallChannel, UpstreamCall
 from tfunnel.upstream.coalesce import Coalescer
 from tfunnel.upstream.handshake import Connection
 from tfunnel.upstream.isolation import isolation_problems
-from tfunnel.upstream.session import Progress, ServerRequests, UpstreamSession
+from tfunnel.upstream.session import UpstreamSession
 from tfunnel.upstream.states import COMING, Context, Identity, State, UpstreamStatistics, now_iso
 
 __all__ = ["Context", "Identity", "State", "Supervisor", "Upstream", "UpstreamStatistics"]
@@ -286,36 +286,24 @@ class Upstream:
         log.info("upstream tools changed", upstream=self.spec.id, tools=len(self.tools))
         self._ctx.on_change()
 
-    async def call_tool(self, tool: str, arguments: Mapping[str, Any], *,
-                        meta: Mapping[str, Any] | None = None, on_progress: Progress | None = None,
-                        client_capabilities: Mapping[str, Any] | None = None,
-                        log_level: str | None = None, extra: Mapping[str, Any] | None = None,
-                        on_request: ServerRequests | None = None) -> dict[str, Any]:
+    async def call_tool(self, call: UpstreamCall, channel: CallChannel | None = None) -> dict[str, Any]:
         """Forward `tools/call` and return the upstream's raw result (a modern `input_required`
         result included: the caller bridges it); raise `UpstreamError` when it cannot answer.
-
-        Modern upstream: `client_capabilities` (what the caller can bridge; default none) and
-        `log_level` go into `_meta`, `extra` keys (`inputResponses`, `requestState`) into the
-        params. Legacy upstream: `on_request` answers its elicitation/sampling/roots requests
-        during the call; `extra`, `log_level` and `client_capabilities` do not apply."""
+        `channel` relays progress and answers the upstream's own requests during the call
+        (without one, progress is dropped and those requests get the declined defaults)."""
         session = self.session
         if session is None or self.state is not State.READY:
             raise UpstreamUnavailable(self.unavailable() or f"upstream {self.spec.id!r} is not connected")
         modern = session.modern_version is not None
-        params: dict[str, Any] = {k: v for k, v in (extra or {}).items()
-                                  if modern and k not in ("name", "arguments", "_meta")}
-        params.update(name=tool, arguments=dict(arguments))
-        if meta:
-            params["_meta"] = dict(meta)
         await acquire_eager(self._limiter)
         try:
             return await session.request(
-                "tools/call", params, timeout_s=self.spec.timeout_ms / 1000, payload=True,
-                on_progress=on_progress, on_request=on_request, capabilities=client_capabilities,
-                log_level=log_level if modern else None)
+                "tools/call", call.params(modern=modern), timeout_s=self.spec.timeout_ms / 1000,
+                payload=True, on_progress=channel.progress if channel is not None else None,
+                on_request=channel.request if channel is not None else None,
+                capabilities=call.capabilities, log_level=call.log_level if modern else None)
         finally:
             self._limiter.release()
-
 
 class Supervisor:
     """All upstreams of one gateway, reconfigured live from `mcp/expose.json`."""
@@ -452,15 +440,9 @@ class Supervisor:
         """The tools of every ready upstream, in config order."""
         return {uid: u.tools for uid, u in self.upstreams.items() if u.state is State.READY}
 
-    async def call_tool(self, upstream_id: str, tool: str, arguments: Mapping[str, Any], *,
-                        meta: Mapping[str, Any] | None = None, on_progress: Progress | None = None,
-                        client_capabilities: Mapping[str, Any] | None = None,
-                        log_level: str | None = None, extra: Mapping[str, Any] | None = None,
-                        on_request: ServerRequests | None = None) -> dict[str, Any]:
-        """`Upstream.call_tool` on the upstream named `upstream_id`."""
-        upstream = self.upstreams.get(upstream_id)
+    async def call_tool(self, call: UpstreamCall, channel: CallChannel | None = None) -> dict[str, Any]:
+        """`Upstream.call_tool` on the upstream `call.upstream`."""
+        upstream = self.upstreams.get(call.upstream)
         if upstream is None:
-            raise UpstreamUnavailable(f"upstream {upstream_id!r} is not configured")
-        return await upstream.call_tool(tool, arguments, meta=meta, on_progress=on_progress,
-                                        client_capabilities=client_capabilities, log_level=log_level,
-                                        extra=extra, on_request=on_request)
+            raise UpstreamUnavailable(f"upstream {call.upstream!r} is not configured")
+        return await upstream.call_tool(call, channel)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import trio
 
 from tfunnel.errors import ToolFailure
-from tfunnel.reaper import REAPER, RunScope
+from tfunnel.proc.reaper import REAPER, RunScope
 
 # How long a process group gets to exit after SIGTERM before SIGKILL: long enough for a
 # script to clean up, short enough that a cancelled call frees its slot promptly.
@@ -112,7 +112,7 @@ async def stop_group(proc: trio.Process) -> None:
 
 async def run_child(spec: ProcessSpec, slots: trio.CapacityLimiter | None = None) -> ProcessOutcome:
     """Run `spec` to completion or timeout; raise `ToolFailure` if it cannot be started. What the
-    child daemonized beyond its process group is stopped when the run ends (`tfunnel.reaper`).
+    child daemonized beyond its process group is stopped when the run ends (`tfunnel.proc.reaper`).
 
     `slots` bounds the processes of the whole gateway (tools and hooks): a run waits for a slot,
     in arrival order (trio's limiter is fair), before its process starts."""

@@ -8,12 +8,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
-from tfunnel.audit import LOG_CONFIG
 from tfunnel.config.expose import EXPOSE
 from tfunnel.config.files import ConfigFile, Reading, read_config
 from tfunnel.config.load import REGISTER, SETTINGS, STATE
 from tfunnel.errors import ConfigError, ConfigProblem
 from tfunnel.gate.manifest import HOOK_STATE, MANIFEST
+from tfunnel.observe.audit import LOG_CONFIG
 
 T = TypeVar("T")
 

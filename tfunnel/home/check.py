@@ -10,13 +10,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 
-from tfunnel import preflight
 from tfunnel.config.expose import EXPOSE
 from tfunnel.config.home import child_environment
 from tfunnel.config.load import REGISTER, STATE
 from tfunnel.errors import ConfigProblem
 from tfunnel.gate.manifest import HOOK_STATE, MANIFEST, with_overlay
-from tfunnel.home_files import HomeReading, read_home
+from tfunnel.home import preflight
+from tfunnel.home.files import HomeReading, read_home
 
 Check = Callable[[HomeReading], Iterable[ConfigProblem]]
 
@@ -29,7 +29,7 @@ def files(reading: HomeReading) -> Iterator[ConfigProblem]:
 
 
 def runtime(reading: HomeReading, env: Mapping[str, str] | None = None) -> Iterator[ConfigProblem]:
-    """What serving the home would hit though its files are valid (`tfunnel.preflight`): upstreams
+    """What serving the home would hit though its files are valid (`tfunnel.home.preflight`): upstreams
     that cannot start, hooks and script tools that cannot run, colliding names. `serve` logs the
     same findings at start."""
     home = reading.home

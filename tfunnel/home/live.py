@@ -15,14 +15,15 @@ from typing import Any, TypeVar
 import structlog
 import trio
 
-from tfunnel.audit import LOG_CONFIG, LogConfig
 from tfunnel.config.expose import EXPOSE, ExposeConfig
 from tfunnel.config.files import ConfigFile, LiveFiles
 from tfunnel.config.load import REGISTER, SETTINGS, STATE
 from tfunnel.config.model import Register, ToolState
 from tfunnel.gate.manifest import HOOK_STATE, MANIFEST, HookManifest, with_overlay
-from tfunnel.home_files import HomeReading
+from tfunnel.home.files import HomeReading
+from tfunnel.observe.audit import LOG_CONFIG, LogConfig
 from tfunnel.surface.catalog import Catalog
+from tfunnel.surface.changes import Changes
 from tfunnel.surface.upstream_tools import assemble
 
 ReadyTools = Callable[[], Mapping[str, Sequence[Mapping[str, Any]]]]
@@ -30,44 +31,6 @@ T = TypeVar("T")
 
 log = structlog.get_logger("tfunnel.config")
 
-# How long a change waits before clients hear of it, so that the changes of one burst (an
-# upstream re-listing over and over, several upstreams coming up together, an editor's
-# save-rename-save) reach each client as one `list_changed`, at most one per this window: long
-# enough to cover a burst, short enough that nobody notices the delay.
-DEBOUNCE_S = 0.075
-
-
-class Changes:
-    """A coalescing change counter: a waiter learns that something changed since it last looked,
-    however many changes happened in between. Every transport's `list_changed` loop waits on it
-    through `next_burst`, the one place that debounces."""
-
-    def __init__(self, debounce_s: float = DEBOUNCE_S) -> None:
-        self.version = 0
-        self.debounce_s = debounce_s
-        self._event = trio.Event()
-
-    def bump(self) -> None:
-        self.version += 1
-        self._event.set()
-        self._event = trio.Event()
-
-    async def wait_beyond(self, seen: int) -> int:
-        """Wait until the version passes `seen`; return it (at once, not debounced)."""
-        while self.version <= seen:
-            await self._event.wait()
-        return self.version
-
-    async def next_burst(self, seen: int, *, relevant: Callable[[], bool] = lambda: True) -> int:
-        """Wait for a change beyond `seen` that is `relevant` when it happens (say, the client
-        has initialized: one that had not lists the new surface anyway), then `debounce_s` more,
-        so the rest of its burst joins it; return the version then."""
-        while True:
-            seen = await self.wait_beyond(seen)
-            if relevant():
-                break
-        await trio.sleep(self.debounce_s)
-        return self.version
 
 
 class Live:

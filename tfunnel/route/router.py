@@ -13,19 +13,19 @@ from typing import Any, Protocol
 
 import structlog
 
-from tfunnel.audit import AuditLog
 from tfunnel.config.model import Settings
 from tfunnel.errors import ProtocolError
 from tfunnel.gate.gated import AskUser
-from tfunnel.live import Changes
-from tfunnel.observe import NullObserver, Observer
+from tfunnel.observe.audit import AuditLog
+from tfunnel.observe.observer import NullObserver, Observer
 from tfunnel.protocol import jsonrpc, modern
 from tfunnel.protocol import session as legacy
 from tfunnel.protocol.eras import MODERN_VERSIONS, Era, classify
 from tfunnel.protocol.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, Notification, Request
 from tfunnel.protocol.session import ClientSession, empty_capability
-from tfunnel.router_modern import CONFIRM_SCHEMA, ModernPeer, ModernRouter
+from tfunnel.route.modern import CONFIRM_SCHEMA, ModernPeer, ModernRouter
 from tfunnel.surface import bridge
+from tfunnel.surface.changes import Changes
 from tfunnel.surface.context import CallContext, Progress, Resume, ServerRequests
 from tfunnel.surface.service import Surface
 

@@ -17,11 +17,11 @@ import trio
 from tfunnel.config.model import Settings
 from tfunnel.errors import InputRequired, ProtocolError
 from tfunnel.gate.gated import AskUser
-from tfunnel.live import Changes
 from tfunnel.protocol import modern, mrtr
 from tfunnel.protocol.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, Request
 from tfunnel.protocol.results import ToolResult
 from tfunnel.protocol.session import SERVER_CAPABILITIES, empty_capability
+from tfunnel.surface.changes import Changes
 from tfunnel.surface.context import CallContext, Resume
 from tfunnel.surface.service import Surface
 

@@ -1,0 +1,1 @@
+"""Observing the gateway: the audit log and the counters behind /health and /metrics."""

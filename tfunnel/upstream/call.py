@@ -1,0 +1,50 @@
+"""One upstream tool call as a value, and the caller's side of it as a channel.
+
+The route layer builds both (one legacy and one modern channel, `tfunnel.route`); the surface
+passes them through unchanged; the supervisor and the session only read them. Nothing here knows
+which era the client speaks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True)
+class UpstreamCall:
+    """`tools/call` of `tool` on the upstream `upstream`.
+
+    `meta` is the caller's `_meta` to forward (protocol-owned keys already removed). For a modern
+    upstream, `capabilities` (what the caller can answer; default none) and `log_level` go into
+    the request's `_meta`, and `continuation` (`inputResponses`, `requestState`) into its params;
+    a legacy upstream ignores all three."""
+
+    upstream: str
+    tool: str
+    arguments: Mapping[str, Any]
+    meta: Mapping[str, Any] | None = None
+    capabilities: Mapping[str, Any] = field(default_factory=dict)
+    log_level: str | None = None
+    continuation: Mapping[str, Any] | None = None
+
+    def params(self, *, modern: bool) -> dict[str, Any]:
+        """The `tools/call` params for an upstream of that era."""
+        params: dict[str, Any] = {k: v for k, v in (self.continuation or {}).items()
+                                  if modern and k not in ("name", "arguments", "_meta")}
+        params.update(name=self.tool, arguments=dict(self.arguments))
+        if self.meta:
+            params["_meta"] = dict(self.meta)
+        return params
+
+
+class CallChannel(Protocol):
+    """The caller's side of an upstream call while it runs."""
+
+    def progress(self, params: dict[str, Any]) -> None:
+        """Relay an upstream progress notification's params (best effort, never blocks)."""
+
+    async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """Answer one of the upstream's own requests (`elicitation/create`, `sampling/...`,
+        `roots/list`) with its result; raise `ProtocolError` to answer with that error."""
