@@ -33,7 +33,16 @@ from typing import Any
 import trio
 from measure import HttpFace, Leg, Sample, Settings, measure_round
 from peer import descendants, kill_tree
-from targets import DIRECT, HTTP, Target, compile_bytecode, make_http_target, make_targets, prepare_home
+from targets import (
+    DIRECT,
+    HTTP,
+    Target,
+    compile_bytecode,
+    make_before_targets,
+    make_http_target,
+    make_targets,
+    prepare_home,
+)
 
 RELAY = "relay"
 GATEWAYS = ("tfunnel/curated", "tfunnel/run_tool")
@@ -175,6 +184,11 @@ def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     return "\n".join([line(header), rule, *(line(row) for row in rows)])
 
 
+def gateways(names: Sequence[str]) -> list[str]:
+    """The gateway targets of a run: tfunnel's, and an earlier tree's when `--before` is given."""
+    return [n for n in names if n in GATEWAYS or n.startswith("before/")]
+
+
 def report(results: list[Round], faces: list[HttpFace], settings: Settings,
            rounds: int) -> tuple[str, list[dict[str, Any]]]:
     names = list(results[0])
@@ -184,7 +198,7 @@ def report(results: list[Round], faces: list[HttpFace], settings: Settings,
     check_rows = []
     for c in checks(settings):
         cells = [c.label, c.target_text()]
-        for name in GATEWAYS:
+        for name in gateways(names):
             summary = Summary.of([c.value(r, name) for r in results])
             ok = c.passes(summary.median)
             verdict = {None: "", True: " pass", False: " MISS"}[ok]
@@ -204,7 +218,7 @@ def report(results: list[Round], faces: list[HttpFace], settings: Settings,
         "",
         "Ratios within each round, median [min-max]; pass/MISS judged on the median:",
         "",
-        table(["check", "target", *GATEWAYS], check_rows),
+        table(["check", "target", *gateways(names)], check_rows),
         *(["", http_report(faces)] if faces else []),
     ])
     return text, verdicts
@@ -318,6 +332,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--spawns", type=int, help="cold starts per target per round (default 3)")
     p.add_argument("--slow-seconds", type=float, help="seconds of the slow tool (default 2)")
     p.add_argument("--no-http", action="store_true", help="leave out the HTTP-face comparison")
+    p.add_argument("--before", type=Path, metavar="TREE",
+                   help="also measure tfunnel from another checkout (e.g. a worktree of an earlier "
+                        "commit) in the same rounds: targets before/curated and before/run_tool")
     p.add_argument("--json", type=Path, metavar="PATH", help="also write every number to PATH")
     args = p.parse_args(argv)
     for option in ("rounds", "calls", "spawns", "slow_seconds"):
@@ -345,6 +362,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         home = Path(tmp) / "home"
         prepare_home(home)
         targets = make_targets(home)
+        if args.before is not None:
+            tree = args.before.resolve()
+            compile_bytecode(tree / "tfunnel")
+            before_home = Path(tmp) / "before-home"
+            prepare_home(before_home)
+            targets += make_before_targets(before_home, tree)
         http = None if args.no_http else make_http_target(home)
         interrupted = False
         try:

@@ -79,12 +79,12 @@ def prepare_home(home: Path) -> None:
         _write_json(manifest_path, manifest)
 
 
-def compile_bytecode() -> None:
+def compile_bytecode(package: Path | None = None) -> None:
     """Bring the tfunnel package's bytecode up to date, as installing it does. Without this, a
     module changed since its .pyc was written is compiled from source at every gateway start
     (and at every mock start) whenever PYTHONDONTWRITEBYTECODE is set, which cold start would
     then measure. The relay imports only trio, whose bytecode pip wrote at install time."""
-    package = Path(__file__).resolve().parent.parent / "tfunnel"
+    package = package or Path(__file__).resolve().parent.parent / "tfunnel"
     compileall.compile_dir(str(package), quiet=1)
 
 
@@ -98,6 +98,15 @@ def make_targets(home: Path) -> list[Target]:
         Target("tfunnel/curated", gateway, tool_prefix=prefix),
         Target("tfunnel/run_tool", gateway, tool_prefix=prefix, via_run_tool=True),
     ]
+
+
+def make_before_targets(home: Path, tree: Path) -> list[Target]:
+    """tfunnel as built from another checkout `tree` (an earlier commit, say), on its own home,
+    measured in the same rounds as this one: `before/curated` and `before/run_tool`."""
+    gateway = ("env", f"PYTHONPATH={tree}", PYTHON, "-m", "tfunnel", "--home", str(home), "serve")
+    prefix = f"{UPSTREAM_ID}_"
+    return [Target("before/curated", gateway, tool_prefix=prefix),
+            Target("before/run_tool", gateway, tool_prefix=prefix, via_run_tool=True)]
 
 
 def make_http_target(home: Path) -> Target:
