@@ -18,8 +18,8 @@ import trio.testing
 from tfunnel.config.expose import ExposeConfig, RestartPolicy, UpstreamSpec
 from tfunnel.config.model import Limits
 from tfunnel.errors import UpstreamError
-from tfunnel.upstream import child
 from tfunnel.upstream.supervisor import Context, Identity, State, Supervisor, Upstream, UpstreamStatistics
+from tfunnel.upstream.transport import SpawnFailed
 
 pytestmark = [pytest.mark.trio_clock, pytest.mark.timeout(30)]
 
@@ -61,9 +61,9 @@ class FakeChild:
         self._tick.set()
         self._tick = trio.Event()
         if self.mode == "transient":
-            raise child.SpawnFailed(f"upstream {uid!r}: fork failed", permanent=False)
+            raise SpawnFailed(f"upstream {uid!r}: fork failed", permanent=False)
         if self.mode == "permanent":
-            raise child.SpawnFailed(f"upstream {uid!r}: command 'x' not found", permanent=True)
+            raise SpawnFailed(f"upstream {uid!r}: command 'x' not found", permanent=True)
         if self.mode == "handshake":
             raise UpstreamError(f"upstream {uid!r} answered initialize with garbage")
         # "up": what the real incarnation does once the handshake succeeded, minus the process.
