@@ -102,7 +102,7 @@ async def test_crash_after_handshake_restarts_after_exact_backoff(tmp_path: Path
 async def test_crash_loop_reaches_the_restart_ceiling(tmp_path: Path) -> None:
     """Exiting before the handshake completes is a crash loop: attempts at 0, 1, 3, 7, 15, 31 s,
     then stopped, the reason naming the ceiling and the exit status."""
-    transport = ScriptedTransport(Script(exit_after_s=0.0, status=7))
+    transport = ScriptedTransport(Script(crash_on=frozenset({"initialize"}), status=7))
     up = upstream(tmp_path, transport)
     with trio.fail_after(10_000):
         await up.run()

@@ -35,9 +35,12 @@ class Script:
 
     tools: tuple[Mapping[str, Any], ...] = (ECHO,)
     refuse: SpawnFailed | None = None  # `connect()` raises this instead of starting
-    exit_after_s: float = math.inf  # exits on its own this long after it started
+    # It exits on its own this long after it first answered tools/list (the gateway's upstream is
+    # ready from then on: 0 means it connects, then exits at once).
+    exit_after_s: float = math.inf
     status: int | None = 1  # its exit status whenever it exits (None: it only closes its output)
-    crash_on: frozenset[str] = frozenset()  # tools whose call makes it exit at once, unanswered
+    # Methods (e.g. "initialize") or tools whose request makes it exit at once, unanswered.
+    crash_on: frozenset[str] = frozenset()
     # tool -> how long its call takes before it is answered (inf: never)
     delays: Mapping[str, float] = field(default_factory=dict)
     silent: frozenset[str] = frozenset()  # methods it never answers (e.g. "initialize")
@@ -59,6 +62,7 @@ class ScriptedServer:
         self._asked: dict[str, trio.MemorySendChannel[dict[str, Any]]] = {}
         self._ids = itertools.count(1)
         self.status: int | None = None
+        self._listed = False
         self.exited = trio.Event()
         self._stop = trio.CancelScope()
         self.stream = ScriptedStream(self)
@@ -89,8 +93,6 @@ class ScriptedServer:
     async def serve(self) -> None:
         with self._stop:
             async with trio.open_nursery() as nursery:
-                if self.script.exit_after_s < math.inf:
-                    nursery.start_soon(self._exit_later)
                 async for data in self._to_server:
                     message: dict[str, Any] = json.loads(data)
                     self.received.append(message)
@@ -116,6 +118,9 @@ class ScriptedServer:
                 scope.cancel()
         if request_id is None or method in self.script.silent:
             return
+        if method in self.script.crash_on:
+            self.exit(self.script.status)
+            return
         if method == "initialize":
             offered = params.get("protocolVersion")
             echoed = offered if offered in LEGACY_VERSIONS else LATEST_LEGACY
@@ -125,6 +130,9 @@ class ScriptedServer:
                 "serverInfo": {"name": "scripted", "version": str(self.number)}})
         elif method == "tools/list":
             await self._answer(request_id, {"tools": [dict(t) for t in self.tools]})
+            if not self._listed and self.script.exit_after_s < math.inf:
+                nursery.start_soon(self._exit_later)
+            self._listed = True
         elif method == "tools/call":
             name = str(params.get("name"))
             if name in self.script.crash_on:
