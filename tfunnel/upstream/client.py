@@ -63,8 +63,7 @@ class ClientCore:
         unknown)."""
         return isinstance(request_id, int) and 0 < request_id <= self._next_id
 
-    @staticmethod
-    def feed(item: bytes | Oversize) -> Event:
+    def feed(self, item: bytes | Oversize) -> Event:
         """One received message as an event; never raises."""
         if isinstance(item, Oversize):
             # Its first bytes, read like a broken answer's: only a top-level id of a line that is

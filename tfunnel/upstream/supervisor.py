@@ -157,7 +157,7 @@ class Upstream:
         try:
             async with transport.connect() as stream:
                 self.pid = stream.pid
-                log.info("upstream starting", upstream=spec.id, peer=stream.peer)
+                log.info("upstream starting", upstream=spec.id, pid=stream.pid, peer=stream.peer)
                 try:
                     # Raised after the connection is closed, not out of it (a transport may run
                     # tasks of its own, whose nursery would wrap it in a group).
@@ -203,8 +203,8 @@ class Upstream:
                 self._set(State.READY)
                 self._budget.connected()
                 self.first_attempt.set()
-                log.info("upstream ready", upstream=spec.id, peer=stream.peer, tools=len(self.tools),
-                         era=self.statistics().era, protocol=self.protocol_version)
+                log.info("upstream ready", upstream=spec.id, pid=stream.pid, peer=stream.peer,
+                         tools=len(self.tools), era=self.statistics().era, protocol=self.protocol_version)
                 self._ctx.on_change()
                 await ended.wait()
                 nursery.cancel_scope.cancel()

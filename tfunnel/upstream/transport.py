@@ -83,8 +83,12 @@ class MessageStream(Messages, Protocol):
 
 class UpstreamTransport(Protocol):
     def connect(self) -> AbstractAsyncContextManager[MessageStream]:
-        """Start (or reach) the upstream; the stream lives as long as the context. Raises
-        `SpawnFailed` on entry when it cannot."""
+        """Start (or reach) the upstream; the stream lives as long as the context, and leaving
+        the context closes it (shielded; for a child, the stop sequence) before it returns.
+
+        Raises `SpawnFailed` on entry when it cannot, before starting any task of its own (so it
+        is never wrapped in an exception group). The caller's own exceptions should be raised
+        after the context, not through it: a transport may run tasks in a nursery around the body."""
         ...
 
 
