@@ -298,3 +298,23 @@ async def test_the_stderr_tail_is_logged_never_kept_in_errors(tmp_path: Path) ->
     assert [e["tail"] for e in logs if e["event"] == "upstream stderr (tail)"] == ["secret=hunter2\n"]
     assert up.last_error == "upstream 'u' exited with status 2"
     assert "hunter2" not in (up.statistics().stopped_reason or "")
+
+
+async def test_a_starting_upstream_never_blocks_a_caller(tmp_path: Path) -> None:
+    """While an upstream is still in its handshake, the supervisor is serving at t = 0, a call to
+    it is refused at once as still starting, and a caller waiting for it learns at the end of
+    the failed attempt why it is not ready."""
+    transport = ScriptedTransport(Script(silent=frozenset({"initialize"})))
+    spec = UpstreamSpec(id="u", command="x", request_timeout_ms=8000)
+    supervisor = Supervisor(context(tmp_path), transports=factory({"u": transport}), startup_deadline_s=20)
+    with trio.fail_after(100):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(supervisor.serve, ExposeConfig(upstreams=(spec,)))
+            assert trio.current_time() == 0.0
+            with pytest.raises(UpstreamUnavailable, match="upstream 'u' is still starting"):
+                await call_tool(supervisor, "u", "echo", {})
+            assert trio.current_time() == 0.0
+            problem = await supervisor.wait_ready("u")
+            assert trio.current_time() == 20.0  # it keeps restarting: the start window ends the wait
+            assert problem is not None and "did not answer initialize within 8 s" in problem
+            nursery.cancel_scope.cancel()

@@ -182,11 +182,13 @@ class ScriptedStream:
         return f"scripted #{self._server.number}"
 
     async def send(self, message: bytes) -> None:
+        await trio.lowlevel.checkpoint()
+        if self._server.exited.is_set():  # like a dead child's stdin
+            raise UpstreamError(f"scripted upstream #{self._server.number} is not reading its input")
         try:
             self._server._to_server_send.send_nowait(message)
         except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
-            raise UpstreamError("scripted upstream is not reading its input") from exc
-        await trio.lowlevel.checkpoint()
+            raise UpstreamError(f"scripted upstream #{self._server.number} is not reading its input") from exc
 
     async def receive(self) -> Received | None:
         try:
