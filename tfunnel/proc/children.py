@@ -108,6 +108,19 @@ class _Capped:
         return b"".join(self.chunks)
 
 
+async def start_child(argv: Sequence[str], *, cwd: str, run: RunScope) -> trio.Process:
+    """Start a child with piped stdio in a new session (its own process group, which the stop
+    sequence signals), with `run`'s environment, registered with the reaper, with the children's
+    open-files limit. Raises what `trio.lowlevel.open_process` raises (the caller words it)."""
+    with REAPER.spawning():
+        proc = await trio.lowlevel.open_process(
+            list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            cwd=cwd, env=run.env, start_new_session=True)
+        run.started(proc.pid)
+    limit_child(proc.pid)
+    return proc
+
+
 def killpg(pgid: int, sig: signal.Signals) -> None:
     """Signal a process group; a group that is already gone is not an error."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -166,18 +179,7 @@ async def run_child(spec: ProcessSpec, slots: trio.CapacityLimiter | None = None
 async def _run_child(spec: ProcessSpec, run: RunScope) -> ProcessOutcome:
     started = time.monotonic()
     try:
-        with REAPER.spawning():
-            proc = await trio.lowlevel.open_process(
-                list(spec.argv),
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                cwd=spec.cwd,
-                env=run.env,
-                start_new_session=True,
-            )
-            run.started(proc.pid)
-        limit_child(proc.pid)
+        proc = await start_child(spec.argv, cwd=spec.cwd, run=run)
     except OSError as exc:
         raise ToolFailure(f"cannot start {spec.argv[0]!r}: {exc.strerror or exc}") from exc
     except ValueError as exc:  # a NUL byte in the command line, cwd or environment

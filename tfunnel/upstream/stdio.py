@@ -11,8 +11,7 @@ returns, so a new incarnation never starts while anything of the old one is aliv
 from __future__ import annotations
 
 import collections
-import subprocess
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -20,9 +19,9 @@ import trio
 
 from tfunnel.config.expose import UpstreamSpec
 from tfunnel.errors import UpstreamError
-from tfunnel.proc.children import UPSTREAM_GRACES, limit_child, stop_child
+from tfunnel.proc.children import UPSTREAM_GRACES, start_child, stop_child
 from tfunnel.proc.linewriter import LineWriter
-from tfunnel.proc.reaper import REAPER
+from tfunnel.proc.reaper import REAPER, RunScope
 from tfunnel.protocol.framing import LineReader
 from tfunnel.upstream.isolation import isolation_problems
 from tfunnel.upstream.states import Context
@@ -178,9 +177,7 @@ class StdioTransport:
                               + "; ".join(problems), permanent=True, final=True)
         # Whatever the child daemonizes beyond its process group is stopped with this incarnation.
         with REAPER.run({**ctx.env, **spec.env}) as run:
-            with REAPER.spawning():
-                proc = await spawn(spec.id, [spec.command, *spec.args], spec.resolved_cwd(ctx.home), run.env)
-                run.started(proc.pid)
+            proc = await spawn(spec.id, [spec.command, *spec.args], spec.resolved_cwd(ctx.home), run)
             assert proc.stdin is not None and proc.stdout is not None
             tail = StderrTail()
             framed = NdjsonStream(proc.stdin, proc.stdout, max_line_bytes=ctx.limits.max_message_bytes,
@@ -201,8 +198,8 @@ class StdioTransport:
                             await pipe.aclose()
 
 
-async def spawn(upstream_id: str, argv: Sequence[str], cwd: Path, env: Mapping[str, str]) -> trio.Process:
-    """Start the child in its own session with piped stdio; raise `SpawnFailed` (never OSError)."""
+async def spawn(upstream_id: str, argv: Sequence[str], cwd: Path, run: RunScope) -> trio.Process:
+    """Start the child (`tfunnel.proc.children.start_child`); raise `SpawnFailed`, never OSError."""
     try:
         is_dir = await trio.Path(cwd).is_dir()
     except (OSError, ValueError):
@@ -210,11 +207,7 @@ async def spawn(upstream_id: str, argv: Sequence[str], cwd: Path, env: Mapping[s
     if not is_dir:
         raise SpawnFailed(f"upstream {upstream_id!r}: working directory {cwd} does not exist", permanent=True)
     try:
-        proc = await trio.lowlevel.open_process(
-            list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            cwd=str(cwd), env=dict(env), start_new_session=True)
-        limit_child(proc.pid)
-        return proc
+        return await start_child(argv, cwd=str(cwd), run=run)
     except (FileNotFoundError, NotADirectoryError) as exc:
         raise SpawnFailed(f"upstream {upstream_id!r}: command {argv[0]!r} not found", permanent=True) from exc
     except PermissionError as exc:
