@@ -318,3 +318,17 @@ async def test_a_starting_upstream_never_blocks_a_caller(tmp_path: Path) -> None
             assert trio.current_time() == 20.0  # it keeps restarting: the start window ends the wait
             assert problem is not None and "did not answer initialize within 8 s" in problem
             nursery.cancel_scope.cancel()
+
+
+async def test_the_era_is_remembered_across_restarts_until_a_handshake_fails(tmp_path: Path) -> None:
+    """After a legacy handshake, the next incarnation goes straight to initialize (no probe); a
+    failed handshake forgets the era, so the one after probes again."""
+    transport = ScriptedTransport(Script(exit_after_s=10.0), Script(protocol_version="1999-01-01"), Script())
+    up = upstream(tmp_path, transport)
+    with trio.fail_after(1000):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(up.run)
+            await wait_for(lambda: len(transport.connects) == 3 and up.state is State.READY)
+            nursery.cancel_scope.cancel()
+    firsts = [next(m["method"] for m in server.received if "method" in m) for server in transport.servers]
+    assert firsts == ["server/discover", "initialize", "server/discover"]
