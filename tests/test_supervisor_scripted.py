@@ -332,3 +332,17 @@ async def test_the_era_is_remembered_across_restarts_until_a_handshake_fails(tmp
             nursery.cancel_scope.cancel()
     firsts = [next(m["method"] for m in server.received if "method" in m) for server in transport.servers]
     assert firsts == ["server/discover", "initialize", "server/discover"]
+
+
+async def test_an_upstream_that_only_closes_its_output_says_so(tmp_path: Path) -> None:
+    """A connection that ends without an exit status is reported as the upstream having closed
+    its output, and restarted like a crash."""
+    transport = ScriptedTransport(Script(exit_after_s=5.0, status=None), Script())
+    up = upstream(tmp_path, transport)
+    with trio.fail_after(1000):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(up.run)
+            await wait_for(lambda: len(transport.connects) == 2)
+            nursery.cancel_scope.cancel()
+    assert up.last_error == "upstream 'u' closed its output"
+    assert transport.connects == [0.0, 6.0]

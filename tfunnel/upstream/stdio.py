@@ -157,9 +157,6 @@ class StdioStream:
     def stderr_tail(self) -> str:
         return self._tail.text() if self._tail.total else ""
 
-    async def close_input(self) -> None:
-        await self._framed.close_input()
-
 
 class StdioTransport:
     """Each `connect()` spawns `spec`'s command as a new child."""
