@@ -65,13 +65,13 @@ async def test_cancellation_kills_the_whole_group(tmp_path: Path) -> None:
 
 
 async def test_sigterm_ignoring_tool_is_sigkilled_after_the_grace(tmp_path: Path) -> None:
-    """A tool that ignores SIGTERM is SIGKILLed after TERM_GRACE_S."""
+    """A tool that ignores SIGTERM is SIGKILLed after the tool SIGTERM grace."""
     code = "import signal,time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('up', flush=True); " \
            "time.sleep(60)"
     started = trio.current_time()
     outcome = await run_child(spec([sys.executable, "-c", code], timeout=0.5))
     assert outcome.timed_out
-    assert trio.current_time() - started >= 0.5 + executor.TERM_GRACE_S * 0.9
+    assert trio.current_time() - started >= 0.5 + executor.TOOL_GRACES.term_s * 0.9
 
 
 async def test_background_jobs_are_swept_after_a_normal_exit() -> None:

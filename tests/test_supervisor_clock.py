@@ -1,8 +1,9 @@
 """Upstream.run and Supervisor.reconfigure under MockClock with a fake child (SPEC §6.2, STYLE 8).
 
-`Upstream._incarnation` is replaced by a fake that records the virtual time of each attempt and
-then fails to spawn, fails the handshake, or "connects" and exits after a virtual lifetime; no real
-process is started, so every time asserted below is exact.
+Each incarnation connects over the scripted in-memory transport (`tfunnel.testing.scripted`),
+which records the virtual time of each attempt and then fails to spawn, fails the handshake, or
+connects and exits after a virtual lifetime; no real process is started, so every time asserted
+below is exact.
 """
 
 from __future__ import annotations
@@ -17,9 +18,9 @@ import trio.testing
 
 from tfunnel.config.expose import ExposeConfig, RestartPolicy, UpstreamSpec
 from tfunnel.config.model import Limits
-from tfunnel.errors import UpstreamError
-from tfunnel.upstream import child
+from tfunnel.testing.scripted import Script, ScriptedTransport
 from tfunnel.upstream.supervisor import Context, Identity, State, Supervisor, Upstream, UpstreamStatistics
+from tfunnel.upstream.transport import SpawnFailed, UpstreamTransport
 
 pytestmark = [pytest.mark.trio_clock, pytest.mark.timeout(30)]
 
@@ -32,55 +33,57 @@ PERMANENT_TIMES = [0.0, 1.0, 3.0, 7.0, 15.0, 31.0, 61.0, 91.0, 121.0, 151.0, 181
 
 @dataclass
 class FakeChild:
-    """Stands in for `Upstream._incarnation`; `mode` says what every attempt does."""
+    """A transport factory playing `mode` on every incarnation, over the scripted transport (one
+    `ScriptedTransport` per upstream id), so the real connect → handshake → session path runs."""
 
     mode: str  # "transient" | "permanent" | "handshake" | "up"
-    lifetime: float = 0.0  # for "up": virtual seconds before the child exits
-    calls: dict[str, list[float]] = field(default_factory=dict)
+    lifetime: float = 0.0  # for "up": virtual seconds it stays connected before it exits
+    transports: dict[str, ScriptedTransport] = field(default_factory=dict)
     seen: list[UpstreamStatistics] = field(default_factory=list)  # statistics() at each attempt
-    cancelled: dict[str, list[float]] = field(default_factory=dict)
+    watched: Upstream | None = None  # whose statistics `seen` records
     _tick: trio.Event = field(default_factory=trio.Event)
 
-    def install(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        async def _incarnation(upstream: Upstream) -> None:
-            await self.incarnation(upstream)
-        monkeypatch.setattr(Upstream, "_incarnation", _incarnation)
+    def script(self, uid: str) -> Script:
+        if self.mode == "transient":
+            return Script(refuse=SpawnFailed(f"upstream {uid!r}: fork failed", permanent=False))
+        if self.mode == "permanent":
+            return Script(refuse=SpawnFailed(f"upstream {uid!r}: command 'x' not found", permanent=True))
+        if self.mode == "handshake":
+            return Script(protocol_version="1999-01-01")  # a version no legacy client accepts
+        return Script(exit_after_s=self.lifetime, status=1)
+
+    def __call__(self, spec: UpstreamSpec, ctx: Context) -> UpstreamTransport:
+        if self.watched is not None:
+            self.seen.append(self.watched.statistics())
+        self._tick.set()
+        self._tick = trio.Event()
+        return self.transports.setdefault(spec.id, ScriptedTransport(self.script(spec.id)))
 
     def times(self, upstream_id: str = "u") -> list[float]:
-        return self.calls.get(upstream_id, [])
+        """When each connection of `upstream_id` was made."""
+        transport = self.transports.get(upstream_id)
+        return transport.connects if transport is not None else []
+
+    @property
+    def calls(self) -> dict[str, list[float]]:
+        return {uid: t.connects for uid, t in self.transports.items()}
+
+    @property
+    def cancelled(self) -> dict[str, list[float]]:
+        """When each connection was closed (with an endless lifetime: only by a cancel)."""
+        return {uid: t.closes for uid, t in self.transports.items()}
 
     async def attempts(self, n: int, upstream_id: str = "u") -> None:
         """Wait until `upstream_id` has made its n-th attempt."""
         while len(self.times(upstream_id)) < n:
             await self._tick.wait()
-
-    async def incarnation(self, upstream: Upstream) -> None:
-        uid = upstream.spec.id
-        self.calls.setdefault(uid, []).append(trio.current_time())
-        self.seen.append(upstream.statistics())
-        self._tick.set()
-        self._tick = trio.Event()
-        if self.mode == "transient":
-            raise child.SpawnFailed(f"upstream {uid!r}: fork failed", permanent=False)
-        if self.mode == "permanent":
-            raise child.SpawnFailed(f"upstream {uid!r}: command 'x' not found", permanent=True)
-        if self.mode == "handshake":
-            raise UpstreamError(f"upstream {uid!r} answered initialize with garbage")
-        # "up": what the real incarnation does once the handshake succeeded, minus the process.
-        upstream._set(State.READY)
-        upstream._budget.connected()
-        upstream.first_attempt.set()
-        try:
-            await trio.sleep(self.lifetime)
-        except trio.Cancelled:
-            self.cancelled.setdefault(uid, []).append(trio.current_time())
-            raise
-        upstream.last_error = f"upstream {uid!r} exited with status 1"
+        await trio.testing.wait_all_tasks_blocked()
 
 
-def make_upstream(tmp_path: Path, spec: UpstreamSpec | None = None) -> Upstream:
+def make_upstream(tmp_path: Path, fake: FakeChild, spec: UpstreamSpec | None = None) -> Upstream:
     ctx = Context(tmp_path, {}, Limits(), Identity("t", "0"), lambda: None, jitter=lambda: 0.5)
-    return Upstream(spec or UpstreamSpec(id="u", command="x"), ctx)
+    fake.watched = Upstream(spec or UpstreamSpec(id="u", command="x"), ctx, fake)
+    return fake.watched
 
 
 async def sample_states(upstream: Upstream, at: list[float], out: list[tuple[float, str]]) -> None:
@@ -91,11 +94,10 @@ async def sample_states(upstream: Upstream, at: list[float], out: list[tuple[flo
 
 
 @pytest.mark.parametrize("mode", ["transient", "handshake", "up"])
-async def test_crash_loop_attempt_times(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str) -> None:
+async def test_crash_loop_attempt_times(tmp_path: Path, mode: str) -> None:
     """A crash loop is attempted at 0, 1, 3, 7, 15, 31 s, then stopped: run() returns, reason named."""
     fake = FakeChild(mode)
-    fake.install(monkeypatch)
-    upstream = make_upstream(tmp_path)
+    upstream = make_upstream(tmp_path, fake)
     with trio.fail_after(1000):
         await upstream.run()
         assert trio.current_time() == 31.0
@@ -110,11 +112,10 @@ async def test_crash_loop_attempt_times(tmp_path: Path, monkeypatch: pytest.Monk
     assert upstream.first_attempt.is_set()
 
 
-async def test_crash_loop_state_transitions(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_crash_loop_state_transitions(tmp_path: Path) -> None:
     """statistics(): starting at each attempt, backoff in between, stopped at the end; restarts count up."""
     fake = FakeChild("transient")
-    fake.install(monkeypatch)
-    upstream = make_upstream(tmp_path)
+    upstream = make_upstream(tmp_path, fake)
     assert upstream.statistics().state == "starting"
     assert upstream.statistics().restarts == 0
     samples: list[tuple[float, str]] = []
@@ -129,10 +130,9 @@ async def test_crash_loop_state_transitions(tmp_path: Path, monkeypatch: pytest.
     assert upstream.statistics().restarts == 5
 
 
-async def test_first_failure_sets_first_attempt(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_first_failure_sets_first_attempt(tmp_path: Path) -> None:
     """The first failed attempt releases the startup wait at once (t = 0), during backoff."""
-    FakeChild("transient").install(monkeypatch)
-    upstream = make_upstream(tmp_path)
+    upstream = make_upstream(tmp_path, FakeChild("transient"))
     with trio.fail_after(1000):
         async with trio.open_nursery() as nursery:
             nursery.start_soon(upstream.run)
@@ -142,11 +142,10 @@ async def test_first_failure_sets_first_attempt(tmp_path: Path, monkeypatch: pyt
             nursery.cancel_scope.cancel()
 
 
-async def test_missing_command_stops_after_300s(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_missing_command_stops_after_300s(tmp_path: Path) -> None:
     """A command that does not exist is retried with 1..30 s backoff; the first failure ≥ 300 s stops it."""
     fake = FakeChild("permanent")
-    fake.install(monkeypatch)
-    upstream = make_upstream(tmp_path)
+    upstream = make_upstream(tmp_path, fake)
     with trio.fail_after(10_000):
         await upstream.run()
         assert trio.current_time() == 301.0
@@ -160,13 +159,11 @@ async def test_missing_command_stops_after_300s(tmp_path: Path, monkeypatch: pyt
     assert stats.last_error == NOT_FOUND
 
 
-async def test_missing_command_ceiling_without_window_effects(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_missing_command_ceiling_without_window_effects( tmp_path: Path) -> None:
     """With a window longer than the run, permanent backoff is 1, 2, 4, 8, 16, 30, 30, … → stop at 301."""
     fake = FakeChild("permanent")
-    fake.install(monkeypatch)
     spec = UpstreamSpec(id="u", command="x", restart=RestartPolicy(window_s=1000.0))
-    upstream = make_upstream(tmp_path, spec)
+    upstream = make_upstream(tmp_path, fake, spec)
     with trio.fail_after(10_000):
         await upstream.run()
     assert fake.times() == PERMANENT_TIMES
@@ -175,12 +172,11 @@ async def test_missing_command_ceiling_without_window_effects(
     assert reason is not None and "300 s" in reason and NOT_FOUND in reason
 
 
-async def test_custom_permanent_ceiling(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_custom_permanent_ceiling(tmp_path: Path) -> None:
     """permanentFailureS 10: attempts at 0, 1, 3, 7, 15 → stopped at 15 s, reason naming 10 s."""
     fake = FakeChild("permanent")
-    fake.install(monkeypatch)
     spec = UpstreamSpec(id="u", command="x", restart=RestartPolicy(permanent_failure_s=10.0))
-    upstream = make_upstream(tmp_path, spec)
+    upstream = make_upstream(tmp_path, fake, spec)
     with trio.fail_after(10_000):
         await upstream.run()
     assert fake.times() == [0.0, 1.0, 3.0, 7.0, 15.0]
@@ -188,11 +184,10 @@ async def test_custom_permanent_ceiling(tmp_path: Path, monkeypatch: pytest.Monk
     assert reason is not None and "10 s" in reason and NOT_FOUND in reason
 
 
-async def test_child_that_stays_up_never_stops(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_child_that_stays_up_never_stops(tmp_path: Path) -> None:
     """Up 120 s between crashes: every restart comes 1 s after the crash, ten crashes later still running."""
     fake = FakeChild("up", lifetime=120.0)
-    fake.install(monkeypatch)
-    upstream = make_upstream(tmp_path)
+    upstream = make_upstream(tmp_path, fake)
     with trio.fail_after(100_000):
         async with trio.open_nursery() as nursery:
             nursery.start_soon(upstream.run)
@@ -206,11 +201,10 @@ async def test_child_that_stays_up_never_stops(tmp_path: Path, monkeypatch: pyte
     assert upstream.statistics().last_error == "upstream 'u' exited with status 1"
 
 
-async def test_child_up_states(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_child_up_states(tmp_path: Path) -> None:
     """A child that stays up: ready while up, then backoff for exactly 1 s after each crash."""
     fake = FakeChild("up", lifetime=120.0)
-    fake.install(monkeypatch)
-    upstream = make_upstream(tmp_path)
+    upstream = make_upstream(tmp_path, fake)
     samples: list[tuple[float, str]] = []
     with trio.fail_after(100_000):
         async with trio.open_nursery() as nursery:
@@ -226,13 +220,13 @@ def spec(upstream_id: str, *, enabled: bool = True, args: tuple[str, ...] = ()) 
     return UpstreamSpec(id=upstream_id, command="x", args=args, enabled=enabled)
 
 
-async def test_supervisor_reconfigure(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_supervisor_reconfigure(tmp_path: Path) -> None:
     """Unchanged keeps Upstream and task; changed is replaced; removed goes; disabled never runs."""
     fake = FakeChild("up", lifetime=math.inf)
-    fake.install(monkeypatch)
     changes: list[float] = []
     supervisor = Supervisor(Context(tmp_path, {}, Limits(), Identity("t", "0"),
-                                    lambda: changes.append(trio.current_time()), jitter=lambda: 0.5))
+                                    lambda: changes.append(trio.current_time()), jitter=lambda: 0.5),
+                            transports=fake)
     first = ExposeConfig(upstreams=(spec("same"), spec("changed"), spec("removed"),
                                     spec("off", enabled=False), spec("turned-off")))
     second = ExposeConfig(upstreams=(spec("added"), spec("same"), spec("changed", args=("--v2",)),
@@ -262,7 +256,9 @@ async def test_supervisor_reconfigure(tmp_path: Path, monkeypatch: pytest.Monkey
             assert [(s.id, s.state) for s in supervisor.statistics()] == [
                 ("added", "ready"), ("same", "ready"), ("changed", "ready"), ("off", "disabled"),
                 ("turned-off", "disabled"), ("new-off", "disabled")]
-            assert changes == [10.0]
+            # Each connection that became ready, or closed once ready, is a change; and the
+            # reconfiguration itself: four up at 0 s; at 10 s three closed, two up, one reload.
+            assert changes == [0.0] * 4 + [10.0] * 6
             await trio.sleep(5)
             nursery.cancel_scope.cancel()
     assert fake.calls == {"same": [0.0], "changed": [0.0, 10.0], "removed": [0.0], "turned-off": [0.0],
@@ -280,7 +276,8 @@ async def test_supervisor_reconfigure(tmp_path: Path, monkeypatch: pytest.Monkey
 async def test_refusal_that_only_config_heals_is_final(tmp_path: Path, spec: UpstreamSpec) -> None:
     """An isolation refusal (or a transport this version lacks) stops the upstream at t = 0: one
     attempt, no backoff, `restarts: 0`, the reason naming the value and the opt-out."""
-    upstream = make_upstream(tmp_path, spec)
+    upstream = Upstream(spec, Context(tmp_path, {}, Limits(), Identity("t", "0"), lambda: None,
+                                      jitter=lambda: 0.5))  # the real transport factory
     with trio.fail_after(1000):
         await upstream.run()
         assert trio.current_time() == 0.0
@@ -297,13 +294,12 @@ async def test_refusal_that_only_config_heals_is_final(tmp_path: Path, spec: Ups
         assert "websocket" in stats.stopped_reason
 
 
-async def test_a_waiting_call_wakes_when_its_upstream_is_removed(tmp_path: Path,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_waiting_call_wakes_when_its_upstream_is_removed(tmp_path: Path) -> None:
     """A call waiting for a restarting upstream learns at once that a reload removed it, instead
     of sleeping out the start window; one waiting across a change waits for the new incarnation."""
-    FakeChild("transient").install(monkeypatch)
     supervisor = Supervisor(Context(tmp_path, {}, Limits(), Identity("t", "0"), lambda: None,
-                                    jitter=lambda: 0.5), startup_deadline_s=100)
+                                    jitter=lambda: 0.5), startup_deadline_s=100,
+                            transports=FakeChild("transient"))
     answers: list[tuple[float, str | None]] = []
 
     async def wait() -> None:

@@ -12,7 +12,7 @@ import trio
 from tests.test_upstream_gateway import call
 from tests.upstreams import mock_upstream, set_upstreams
 from tests.wire import gateway
-from tfunnel.protocol.framing import TopLevel, sniff_top_level
+from tfunnel.protocol.framing import LineReader, TopLevel, sniff_top_level
 from tfunnel.protocol.jsonrpc import Notification, Request, Response
 from tfunnel.testing.mock_upstream import BAD_DEPTH
 from tfunnel.upstream.client import BrokenAnswer, ClientCore, Garbage, OversizeResponse, decode_line
@@ -117,5 +117,6 @@ async def test_broken_answers_fail_their_call_at_once(home: Path) -> None:
 def test_oversize_line_names_only_a_top_level_answer_id(line: bytes, request_id: int | None) -> None:
     """An over-cap upstream line fails the call its top-level id names, read from its first
     bytes; an id nested in the result or a request's id names none."""
-    [event] = ClientCore(1000).feed(line + b"\n")
+    [item] = LineReader(1000).feed(line + b"\n")  # the stdio transport's framing, then the core
+    event = ClientCore().feed(item)
     assert isinstance(event, OversizeResponse) and event.request_id == request_id

@@ -26,6 +26,7 @@ from tfunnel.protocol.jsonrpc import Notification
 from tfunnel.protocol.modern import CLIENT_CAPABILITIES_META, LOG_LEVEL_META, request_meta
 from tfunnel.upstream.client import initialize_params
 from tfunnel.upstream.session import UpstreamSession
+from tfunnel.upstream.stdio import NdjsonStream
 from tfunnel.upstream.supervisor import Context, Identity, State, Supervisor, Upstream
 
 pytestmark = pytest.mark.timeout(60)
@@ -351,7 +352,7 @@ class FakeUpstream:
 async def session_pair(notes: list[Notification] | None = None,
                        ) -> AsyncIterator[tuple[UpstreamSession, FakeUpstream]]:
     ours, theirs = trio.testing.memory_stream_pair()
-    session = UpstreamSession("u", ours, ours, max_line_bytes=1 << 20,
+    session = UpstreamSession("u", NdjsonStream(ours, ours, max_line_bytes=1 << 20, upstream_id="u"),
                               on_notification=(notes if notes is not None else []).append)
     async with trio.open_nursery() as nursery:
         nursery.start_soon(session.run)

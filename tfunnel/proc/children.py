@@ -1,7 +1,9 @@
-"""Run one child process (a tool or a hook) in its own process group, bounded in time and output.
+"""Child processes in their own process group: the one stop sequence, and `run_child` for tools
+and hooks (bounded in time and output). The stdio upstream transport stops its child with the
+same sequence (`stop_child`), with its own graces.
 
 The contract: whatever happens to the caller (timeout, cancellation, gateway shutdown), the
-whole process group is gone and reaped before `run_child` returns or re-raises.
+whole process group is gone and reaped before `run_child` (or `stop_child`) returns or re-raises.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import resource
 import signal
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import trio
@@ -20,9 +22,25 @@ import trio
 from tfunnel.errors import ToolFailure
 from tfunnel.proc.reaper import REAPER, RunScope
 
-# How long a process group gets to exit after SIGTERM before SIGKILL: long enough for a
-# script to clean up, short enough that a cancelled call frees its slot promptly.
-TERM_GRACE_S = 1.0
+
+@dataclass(frozen=True)
+class Graces:
+    """How long each step of the stop sequence waits for the child to exit on its own."""
+
+    stdin_s: float  # after its stdin closed (a well-behaved server exits then)
+    term_s: float  # after SIGTERM to its group, before SIGKILL
+    urgent_term_s: float  # the SIGTERM grace once the gateway itself was told to stop by a signal
+
+
+# A tool or hook: its stdin is already closed once its arguments are written, so no stdin wait;
+# a SIGTERM grace long enough for a script to clean up, short enough that a cancelled call frees
+# its slot promptly.
+TOOL_GRACES = Graces(stdin_s=0.0, term_s=1.0, urgent_term_s=1.0)
+# An upstream (MCP's stdio shutdown): after stdin closes, a well-behaved server exits on its own;
+# give it this long, then SIGTERM the group and give it as long again before SIGKILL. When the
+# gateway stops by a signal, whoever sent it may follow with SIGKILL soon: the stdin grace ends at
+# once and the SIGTERM grace is short.
+UPSTREAM_GRACES = Graces(stdin_s=2.0, term_s=2.0, urgent_term_s=0.5)
 # After the leader exits, how long grandchildren outside our process group (e.g. a daemon that
 # called setsid) may hold our pipes open before we stop reading and return anyway.
 DRAIN_AFTER_EXIT_S = 2.0
@@ -90,24 +108,61 @@ class _Capped:
         return b"".join(self.chunks)
 
 
+async def start_child(argv: Sequence[str], *, cwd: str, run: RunScope) -> trio.Process:
+    """Start a child with piped stdio in a new session (its own process group, which the stop
+    sequence signals), with `run`'s environment, registered with the reaper, with the children's
+    open-files limit. Raises what `trio.lowlevel.open_process` raises (the caller words it)."""
+    with REAPER.spawning():
+        proc = await trio.lowlevel.open_process(
+            list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            cwd=cwd, env=run.env, start_new_session=True)
+        run.started(proc.pid)
+    limit_child(proc.pid)
+    return proc
+
+
 def killpg(pgid: int, sig: signal.Signals) -> None:
     """Signal a process group; a group that is already gone is not an error."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
 
 
-async def stop_group(proc: trio.Process) -> None:
-    """SIGTERM the group, wait `TERM_GRACE_S`, SIGKILL it; reap the leader; sweep stragglers."""
+async def stop_child(proc: trio.Process, graces: Graces, *,
+                     close_input: Callable[[], Awaitable[None]] | None = None,
+                     urgent: trio.Event | None = None) -> int | None:
+    """The one stop sequence: close stdin (`close_input`, for a stream someone else owns) → wait
+    `graces.stdin_s` → SIGTERM the group → wait `graces.term_s` → SIGKILL the group; the leader is
+    reaped and stragglers left in the group are killed. Returns the exit status. Call it shielded
+    from cancellation; it may be called again (a child already gone is not signalled)."""
+    if close_input is not None:
+        await close_input()
+    if graces.stdin_s > 0:
+        await _wait(proc, graces.stdin_s, urgent, 0.0)
     pgid = proc.pid  # start_new_session=True makes the child its group's leader
     if proc.returncode is None:
         killpg(pgid, signal.SIGTERM)
-        with trio.move_on_after(TERM_GRACE_S):
-            await proc.wait()
+        await _wait(proc, graces.term_s, urgent, graces.urgent_term_s)
         if proc.returncode is None:
             killpg(pgid, signal.SIGKILL)
             await proc.wait()
-    # Members left behind by a leader that exited (background jobs) die with the call.
+    # Members left behind by a leader that exited (background jobs, helpers) die with it.
     killpg(pgid, signal.SIGKILL)
+    return proc.returncode
+
+
+async def _wait(proc: trio.Process, grace_s: float, urgent: trio.Event | None, urgent_grace_s: float) -> None:
+    """Wait up to `grace_s` for the child to exit, or up to `urgent_grace_s` once `urgent` is set."""
+    with trio.move_on_after(grace_s) as scope:
+        if urgent is None:
+            await proc.wait()
+            return
+        async with trio.open_nursery() as nursery:
+            async def hurry() -> None:
+                await urgent.wait()
+                scope.deadline = min(scope.deadline, trio.current_time() + urgent_grace_s)
+            nursery.start_soon(hurry)
+            await proc.wait()
+            nursery.cancel_scope.cancel()
 
 
 async def run_child(spec: ProcessSpec, slots: trio.CapacityLimiter | None = None) -> ProcessOutcome:
@@ -124,18 +179,7 @@ async def run_child(spec: ProcessSpec, slots: trio.CapacityLimiter | None = None
 async def _run_child(spec: ProcessSpec, run: RunScope) -> ProcessOutcome:
     started = time.monotonic()
     try:
-        with REAPER.spawning():
-            proc = await trio.lowlevel.open_process(
-                list(spec.argv),
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                cwd=spec.cwd,
-                env=run.env,
-                start_new_session=True,
-            )
-            run.started(proc.pid)
-        limit_child(proc.pid)
+        proc = await start_child(spec.argv, cwd=spec.cwd, run=run)
     except OSError as exc:
         raise ToolFailure(f"cannot start {spec.argv[0]!r}: {exc.strerror or exc}") from exc
     except ValueError as exc:  # a NUL byte in the command line, cwd or environment
@@ -151,13 +195,13 @@ async def _run_child(spec: ProcessSpec, run: RunScope) -> ProcessOutcome:
             with trio.move_on_after(spec.timeout_s) as deadline:
                 await proc.wait()
             timed_out = deadline.cancelled_caught
-            await stop_group(proc)
+            await stop_child(proc, TOOL_GRACES)
             with trio.move_on_after(DRAIN_AFTER_EXIT_S):
                 await drained.done.wait()
             nursery.cancel_scope.cancel()
     finally:
         with trio.CancelScope(shield=True):
-            await stop_group(proc)
+            await stop_child(proc, TOOL_GRACES)
             for stream in (proc.stdin, proc.stdout, proc.stderr):
                 if stream is not None:
                     await stream.aclose()

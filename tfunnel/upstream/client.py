@@ -1,4 +1,7 @@
-"""The client side of one upstream connection, sans-IO: bytes in, events out; requests out.
+"""The client side of one upstream connection, sans-IO: messages in, events out; requests out.
+
+Framing is the transport's (`upstream/transport.py`): what comes in here is one whole message,
+or the framing's marker for one over the size cap.
 
 Request ids are ours (integers, unique per connection), so ids from different clients never
 collide upstream and a late answer to a cancelled request is recognised and dropped. Error
@@ -12,13 +15,13 @@ from typing import Any
 
 from tfunnel.protocol import jsonrpc
 from tfunnel.protocol.eras import LATEST_LEGACY
-from tfunnel.protocol.framing import LineReader, Oversize, sniff_top_level
+from tfunnel.protocol.framing import Oversize, sniff_top_level
 from tfunnel.protocol.jsonrpc import MessageError, Notification, Request, Response
 
 
 @dataclass(frozen=True)
 class Garbage:
-    """A stdout line that is not a JSON-RPC message (logged and skipped)."""
+    """A message that is not JSON-RPC (logged and skipped)."""
 
     line: bytes
     error: str
@@ -26,7 +29,7 @@ class Garbage:
 
 @dataclass(frozen=True)
 class BrokenAnswer:
-    """A line that fails to decode as a valid answer but names the request it answers (an `id`
+    """A message that fails to decode as a valid answer but names the request it answers (an `id`
     readable at its top level, no `method`): nested too deeply, not JSON after the id, `result`
     not an object, both or neither of `result` and `error`, a bad `error`. `error` is our
     decoder's reason, never the line."""
@@ -37,7 +40,7 @@ class BrokenAnswer:
 
 @dataclass(frozen=True)
 class OversizeResponse:
-    """A line over the cap; `request_id` is the request it probably answered (or None)."""
+    """A message over the cap; `request_id` is the request it probably answered (or None)."""
 
     request_id: jsonrpc.RequestId | None
     size_at_least: int
@@ -47,8 +50,7 @@ Event = Response | Request | Notification | Garbage | BrokenAnswer | OversizeRes
 
 
 class ClientCore:
-    def __init__(self, max_line_bytes: int) -> None:
-        self._lines = LineReader(max_line_bytes)
+    def __init__(self) -> None:
         self._next_id = 0
 
     def new_id(self) -> int:
@@ -61,14 +63,8 @@ class ClientCore:
         unknown)."""
         return isinstance(request_id, int) and 0 < request_id <= self._next_id
 
-    def feed(self, data: bytes | bytearray) -> list[Event]:
-        return [self._event(item) for item in self._lines.feed(data)]
-
-    def eof(self) -> list[Event]:
-        return [self._event(item) for item in self._lines.eof()]
-
-    @staticmethod
-    def _event(item: bytes | Oversize) -> Event:
+    def feed(self, item: bytes | Oversize) -> Event:
+        """One received message as an event; never raises."""
         if isinstance(item, Oversize):
             # Its first bytes, read like a broken answer's: only a top-level id of a line that is
             # no request names the call it fails (never an id nested in its result).

@@ -1,7 +1,8 @@
-"""One live MCP client session with an upstream over a byte-stream pair (the child's pipes).
+"""One live MCP client session with an upstream over a message stream (`upstream/transport.py`).
 
-Callers write their own request lines through a `LineWriter` (a cancelled caller never leaves
-half a line); a reader task feeds `ClientCore` and resolves pending requests out of order.
+Callers send their own requests straight to the stream (whole messages, no writer task in
+between); a reader task feeds each message to `ClientCore` and resolves pending requests out of
+order. The session knows nothing of processes or framing: that is the transport's.
 Requests time out by kind:
 control calls after `request_timeout`, payload calls after `timeout` re-armed by each matching
 progress notification, never past an absolute maximum. A timed-out or cancelled request is
@@ -32,7 +33,6 @@ from tfunnel.errors import (
     UpstreamRemoteError,
     UpstreamTimeout,
 )
-from tfunnel.proc.linewriter import LineWriter
 from tfunnel.protocol import jsonrpc
 from tfunnel.protocol.jsonrpc import Notification, Request, Response
 from tfunnel.protocol.modern import request_meta
@@ -47,10 +47,10 @@ from tfunnel.upstream.client import (
     encode_request,
     encode_response,
 )
+from tfunnel.upstream.transport import Messages
 
 log = structlog.get_logger("tfunnel.upstream")
 
-_READ_CHUNK = 65536
 # How long forwarding a cancel may hold up the cancelled caller.
 CANCEL_WRITE_S = 1.0
 # A payload call re-armed by progress still ends after this many payload windows.
@@ -60,7 +60,7 @@ ABSOLUTE_MAX_WINDOWS = 10
 BRIDGED_REQUESTS = frozenset({"elicitation/create", "sampling/createMessage", "roots/list"})
 # Keys of `_meta` that belong to the protocol: on a modern request they are ours, never a caller's.
 PROTOCOL_META_PREFIX = "io.modelcontextprotocol/"
-# The n-th bad line of a kind is logged when n is one of these: a broken upstream writing
+# The n-th bad message of a kind is logged when n is one of these: a broken upstream writing
 # millions of them costs a handful of log lines, and the count says how bad it is.
 _REPORTED_AT = frozenset(10 ** k for k in range(16))
 
@@ -105,17 +105,14 @@ class _Pending:
 
 
 class UpstreamSession:
-    def __init__(self, upstream_id: str, send: trio.abc.SendStream, receive: trio.abc.ReceiveStream, *,
-                 max_line_bytes: int, on_notification: Callable[[Notification], None]) -> None:
+    def __init__(self, upstream_id: str, stream: Messages, *,
+                 on_notification: Callable[[Notification], None]) -> None:
         self.upstream_id = upstream_id
-        self._send_stream = send
-        self._receive = receive
-        self._core = ClientCore(max_line_bytes)
+        self._stream = stream
+        self._core = ClientCore()
         self._on_notification = on_notification
         self._pending: dict[jsonrpc.RequestId, _Pending] = {}
         self._by_token: dict[str, jsonrpc.RequestId] = {}
-        self._writer = LineWriter(send) if isinstance(send, trio.lowlevel.FdStream) else None
-        self._send_lock = trio.StrictFIFOLock()  # whole lines on streams without a LineWriter
         self._closed: UpstreamError | None = None
         self._tasks: trio.Nursery | None = None
         self._complaints: dict[str, int] = {}  # bad lines seen, by kind (see `_complain`)
@@ -124,30 +121,18 @@ class UpstreamSession:
         self.client_info: dict[str, Any] = {}
 
     async def run(self) -> None:
-        """Read until the upstream closes its output. In-flight requests stay pending until the
-        owner calls `fail_all` with the reason (e.g. the exit status); requests the upstream was
-        still waiting on are abandoned (nobody is left to answer)."""
+        """Read until the stream ends. In-flight requests stay pending until the owner calls
+        `fail_all` with the reason (e.g. the exit status); requests the upstream was still
+        waiting on are abandoned (nobody is left to answer)."""
         async with trio.open_nursery() as tasks:
             self._tasks = tasks
-            await self._reader()
+            while (message := await self._stream.receive()) is not None:
+                await self._handle(self._core.feed(message))
             tasks.cancel_scope.cancel()
 
-    async def close_input(self) -> None:
-        """Close the upstream's stdin (the first step of the stdio shutdown)."""
-        if self._writer is not None:
-            await self._writer.aclose()
-        else:
-            await self._send_stream.aclose()
-
-    async def _write(self, line: bytes) -> None:
-        try:
-            if self._writer is not None:
-                await self._writer.write(line)
-            else:
-                async with self._send_lock:
-                    await self._send_stream.send_all(line)
-        except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
-            raise UpstreamError(f"upstream {self.upstream_id!r} is not reading its input") from exc
+    async def _write(self, message: bytes) -> None:
+        """Send one message; `UpstreamError` once the upstream takes no more input."""
+        await self._stream.send(message)
 
     def fail_all(self, error: UpstreamError) -> None:
         """Fail every in-flight request at once (the child is gone); later requests fail too."""
@@ -241,17 +226,6 @@ class UpstreamSession:
                 await self._write(note)
             except UpstreamError:
                 log.debug("could not forward a cancel", upstream=self.upstream_id, id=request_id)
-
-    async def _reader(self) -> None:
-        while True:
-            try:
-                data = await self._receive.receive_some(_READ_CHUNK)
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                data = b""
-            for event in self._core.feed(data) if data else self._core.eof():
-                await self._handle(event)
-            if not data:
-                return  # the owner learns why (exit status) and calls fail_all
 
     async def _handle(self, event: Event) -> None:
         if isinstance(event, Response):

@@ -1,10 +1,12 @@
-"""The supervisor: one task per upstream, each incarnation of its child in its own nursery.
+"""The supervisor: one task per upstream, each incarnation on a connection of its own.
 
 States: starting → ready → (backoff → starting)* → stopped; plus disabled. Each upstream's task
 runs under its own cancel scope, so a config change restarts exactly the upstreams whose
-definition changed, and shutdown cancels them all; every cancel path ends in `child.stop`
-(shielded), so no child outlives its incarnation and a new one never starts before the old
-process group is gone.
+definition changed, and shutdown cancels them all. For each incarnation the transport factory
+(`upstream/factory.py`) makes a transport, whose `connect()` context holds the connection: every
+path out of it (end of stream, failed handshake, cancel) closes the connection first (for a
+child: the stop sequence, shielded), so no child outlives its incarnation and a new one never
+starts before the old process group is gone. The supervisor knows nothing of processes.
 """
 
 from __future__ import annotations
@@ -15,20 +17,20 @@ import structlog
 import trio
 
 from tfunnel._fastpath import acquire_eager
-from tfunnel.config.expose import AVAILABLE_TRANSPORTS, ExposeConfig, ExposeEntry, UpstreamSpec
+from tfunnel.config.expose import ExposeConfig, ExposeEntry, UpstreamSpec
 from tfunnel.config.names import owners
 from tfunnel.errors import UpstreamCrashed, UpstreamError, UpstreamUnavailable
-from tfunnel.proc.reaper import REAPER, RunScope
 from tfunnel.protocol.eras import Era
 from tfunnel.protocol.jsonrpc import Notification
-from tfunnel.upstream import child, handshake
+from tfunnel.upstream import handshake
 from tfunnel.upstream.backoff import RestartBudget
 from tfunnel.upstream.call import CallChannel, UpstreamCall
 from tfunnel.upstream.coalesce import Coalescer
+from tfunnel.upstream.factory import transport_for
 from tfunnel.upstream.handshake import Connection
-from tfunnel.upstream.isolation import isolation_problems
 from tfunnel.upstream.session import UpstreamSession
 from tfunnel.upstream.states import COMING, Context, Identity, State, UpstreamStatistics, now_iso
+from tfunnel.upstream.transport import MessageStream, SpawnFailed, TransportFactory
 
 __all__ = ["Context", "Identity", "State", "Supervisor", "Upstream", "UpstreamStatistics"]
 
@@ -36,8 +38,6 @@ log = structlog.get_logger("tfunnel.upstream")
 
 # Calls in flight to one upstream at once; more wait their turn instead of piling onto its stdin.
 MAX_CONCURRENT_CALLS = 64
-# After an upstream exits, how long its output is still read (answers it wrote just before).
-EXIT_READ_GRACE_S = 0.2
 # tools/list pages followed before we stop trusting nextCursor.
 MAX_TOOL_PAGES = 50
 
@@ -45,9 +45,11 @@ MAX_TOOL_PAGES = 50
 class Upstream:
     """One supervised upstream: its state, its live session, its tools."""
 
-    def __init__(self, spec: UpstreamSpec, ctx: Context) -> None:
+    def __init__(self, spec: UpstreamSpec, ctx: Context,
+                 transports: TransportFactory = transport_for) -> None:
         self.spec = spec
         self._ctx = ctx
+        self._transports = transports
         self._budget = RestartBudget(spec.restart)
         self._limiter = trio.CapacityLimiter(MAX_CONCURRENT_CALLS)
         self.state = State.STARTING if spec.enabled else State.DISABLED
@@ -120,7 +122,7 @@ class Upstream:
             try:
                 await self._incarnation()
                 error = self.last_error or f"upstream {self.spec.id!r} exited"
-            except child.SpawnFailed as exc:
+            except SpawnFailed as exc:
                 error, permanent = str(exc), exc.permanent
                 if exc.final:  # only a config change heals it: no retry, no restart counted
                     self.last_error = self.stopped_reason = error
@@ -144,102 +146,76 @@ class Upstream:
             await trio.sleep(verdict.delay_s)
 
     async def _incarnation(self) -> None:
+        """One connection: made, handshaken, watched until it ends; always closed. Raises
+        `SpawnFailed` when it could not be made, `UpstreamError` when the handshake failed; returns
+        when the connection ended after it was ready (`last_error` says how)."""
         spec = self.spec
-        if spec.transport not in AVAILABLE_TRANSPORTS:
-            raise child.SpawnFailed(f"upstream {spec.id!r}: transport {spec.transport!r} is not available "
-                                    "in this version (stdio only)", permanent=True, final=True)
-        problems = isolation_problems(spec, self._ctx.home)
-        if problems:
-            raise child.SpawnFailed(f"upstream {spec.id!r} refused by the isolation guard: "
-                                    + "; ".join(problems), permanent=True, final=True)
-        # Whatever the child daemonizes beyond its process group is stopped with this incarnation.
-        with REAPER.run({**self._ctx.env, **spec.env}) as run:
-            await self._child(run)
-
-    async def _child(self, run: RunScope) -> None:
-        """One incarnation's child: spawned, handshaken, watched until it ends; always stopped."""
-        spec = self.spec
-        with REAPER.spawning():
-            proc = await child.spawn(spec.id, [spec.command, *spec.args], spec.resolved_cwd(self._ctx.home),
-                                     run.env)
-            run.started(proc.pid)
-        self.pid = proc.pid
-        log.info("upstream starting", upstream=spec.id, pid=proc.pid)
-        tail = child.StderrTail()
+        transport = self._transports(spec, self._ctx)
         failure: UpstreamError | None = None
-        assert proc.stdin is not None and proc.stdout is not None
-        incarnation: list[trio.Nursery] = []  # the incarnation's nursery, once it exists
-        session = UpstreamSession(
-            spec.id, proc.stdin, proc.stdout, max_line_bytes=self._ctx.limits.max_message_bytes,
-            on_notification=lambda note: self._notification(note, incarnation))
+        stream: MessageStream | None = None
+        had_tools = False
         try:
-            async with trio.open_nursery() as nursery:
-                incarnation.append(nursery)
-                nursery.start_soon(child.drain_stderr, proc, tail)
-                exited = trio.Event()
-                nursery.start_soon(self._watch, proc, session, exited)
+            async with transport.connect() as stream:
+                self.pid = stream.pid
+                log.info("upstream starting", upstream=spec.id, pid=stream.pid, peer=stream.peer)
                 try:
-                    await self._handshake(session, nursery)
-                except UpstreamError as exc:
-                    # Raised here, not out of the nursery (which would wrap it in a group).
-                    failure = exc
-                    self.connection = None  # the next incarnation probes again
-                    nursery.cancel_scope.cancel()
-                else:
-                    self.session = session
-                    self._set(State.READY)
-                    self._budget.connected()
-                    self.first_attempt.set()
-                    log.info("upstream ready", upstream=spec.id, pid=proc.pid, tools=len(self.tools),
-                             era=self.statistics().era, protocol=self.protocol_version)
-                    self._ctx.on_change()
-                    await exited.wait()
-                    nursery.cancel_scope.cancel()
+                    # Raised after the connection is closed, not out of it (a transport may run
+                    # tasks of its own, whose nursery would wrap it in a group).
+                    failure = await self._session(stream)
+                finally:
+                    had_tools = self.session is not None
+                    self.session = None
+                    self.tools = ()
+                    if self.state is State.READY:
+                        # No longer ready from this moment (not only once the connection is
+                        # closed): a call arriving while it stops waits for the next incarnation
+                        # instead of finding a ready upstream without a session.
+                        self._set(State.BACKOFF)
         finally:
-            had_tools = self.session is not None
-            self.session = None
-            self.tools = ()
-            if self.state is State.READY:
-                # No longer ready from this moment (not only once the child is reaped): a call
-                # arriving while it stops waits for the next incarnation instead of finding a
-                # ready upstream without a session.
-                self._set(State.BACKOFF)
-            with trio.CancelScope(shield=True):
-                await session.close_input()  # through the session's writer, which owns stdin
-                await child.stop(proc, self._ctx.urgent)
             self.pid = None
-            if tail.total:
-                log.info("upstream stderr (tail)", upstream=spec.id, tail=tail.text()[-500:])
+            tail = stream.stderr_tail() if stream is not None else ""
+            if tail:
+                log.info("upstream stderr (tail)", upstream=spec.id, tail=tail[-500:])
             if had_tools:
                 self._ctx.on_change()
         if failure is not None:
             raise failure
 
-    async def _watch(self, proc: trio.Process, session: UpstreamSession, exited: trio.Event) -> None:
-        """When the child exits or its output ends, whichever comes first, learn its status and
-        fail everything in flight at once. The exit is watched, not only the pipe: a helper the
-        child spawned may hold its stdout open long after the child itself died."""
-        async with trio.open_nursery() as watch:
-            async def output_ended() -> None:
-                await session.run()
-                with trio.move_on_after(child.STDIN_GRACE_S):
-                    await proc.wait()
-                watch.cancel_scope.cancel()
+    async def _session(self, stream: MessageStream) -> UpstreamError | None:
+        """Run the session on `stream` until it ends; the handshake's failure, if it failed."""
+        spec = self.spec
+        incarnation: list[trio.Nursery] = []  # the incarnation's nursery, once it exists
+        session = UpstreamSession(spec.id, stream,
+                                  on_notification=lambda note: self._notification(note, incarnation))
+        failure: UpstreamError | None = None
+        async with trio.open_nursery() as nursery:
+            incarnation.append(nursery)
+            ended = trio.Event()
+            nursery.start_soon(self._watch, stream, session, ended)
+            try:
+                await self._handshake(session, nursery)
+            except UpstreamError as exc:
+                failure = exc
+                self.connection = None  # the next incarnation probes again
+                nursery.cancel_scope.cancel()
+            else:
+                self.session = session
+                self._set(State.READY)
+                self._budget.connected()
+                self.first_attempt.set()
+                log.info("upstream ready", upstream=spec.id, pid=stream.pid, peer=stream.peer,
+                         tools=len(self.tools), era=self.statistics().era, protocol=self.protocol_version)
+                self._ctx.on_change()
+                await ended.wait()
+                nursery.cancel_scope.cancel()
+        return failure
 
-            async def process_exited() -> None:
-                await proc.wait()
-                # What it wrote before dying is still in the pipe: read on to its end, unless a
-                # helper holds the pipe open (then that end never comes).
-                await trio.sleep(EXIT_READ_GRACE_S)
-                watch.cancel_scope.cancel()
-
-            watch.start_soon(output_ended)
-            watch.start_soon(process_exited)
-        status = proc.returncode
-        what = f"exited with status {status}" if status is not None else "closed its output"
-        self.last_error = f"upstream {self.spec.id!r} {what}"
+    async def _watch(self, stream: MessageStream, session: UpstreamSession, ended: trio.Event) -> None:
+        """Read until the stream ends, learn why, and fail everything in flight at once."""
+        await session.run()
+        self.last_error = f"upstream {self.spec.id!r} {await stream.wait_closed()}"
         session.fail_all(UpstreamCrashed(self.last_error))
-        exited.set()
+        ended.set()
 
     async def _handshake(self, session: UpstreamSession, nursery: trio.Nursery) -> None:
         identity = self._ctx.identity
@@ -308,8 +284,10 @@ class Upstream:
 class Supervisor:
     """All upstreams of one gateway, reconfigured live from `mcp/expose.json`."""
 
-    def __init__(self, ctx: Context, *, startup_deadline_s: float | None = None) -> None:
+    def __init__(self, ctx: Context, *, startup_deadline_s: float | None = None,
+                 transports: TransportFactory = transport_for) -> None:
         self._ctx = ctx
+        self._transports = transports
         # The gateway's startup wait ends when every upstream connected or failed its first
         # attempt, or after this; a call to a tool of a starting upstream waits as long.
         self._startup_deadline_s = ctx.limits.upstream_start_s if startup_deadline_s is None \
@@ -377,7 +355,7 @@ class Supervisor:
             self._ctx.on_change()
 
     async def _start(self, spec: UpstreamSpec) -> None:
-        upstream = Upstream(spec, self._ctx)
+        upstream = Upstream(spec, self._ctx, self._transports)
         self.upstreams[spec.id] = upstream
         if not spec.enabled:
             return

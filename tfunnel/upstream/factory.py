@@ -1,0 +1,18 @@
+"""Which transport an upstream connects with: one line per transport this version has."""
+
+from __future__ import annotations
+
+from tfunnel.config.expose import AVAILABLE_TRANSPORTS, UpstreamSpec
+from tfunnel.upstream.states import Context
+from tfunnel.upstream.stdio import StdioTransport
+from tfunnel.upstream.transport import SpawnFailed, UpstreamTransport
+
+
+def transport_for(spec: UpstreamSpec, ctx: Context) -> UpstreamTransport:
+    """The transport one incarnation of `spec` connects with. Raises a final `SpawnFailed` for a
+    transport this version cannot start: valid config, so it is refused at start, not at load,
+    and only a config change heals it."""
+    if spec.transport not in AVAILABLE_TRANSPORTS:
+        raise SpawnFailed(f"upstream {spec.id!r}: transport {spec.transport!r} is not available "
+                          "in this version (stdio only)", permanent=True, final=True)
+    return StdioTransport(spec, ctx)
