@@ -12,13 +12,12 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
 from tfunnel.errors import ProtocolError
-from tfunnel.gate.gated import NeedsInput
+from tfunnel.gate.gated import NeedsInput, Outcome
 from tfunnel.protocol.eras import Era
 from tfunnel.protocol.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND
 from tfunnel.protocol.results import ToolResult
 from tfunnel.protocol.session import empty_capability
 from tfunnel.surface.context import CallContext
-from tfunnel.surface.service import Surface
 
 INSTRUCTIONS = (
     "This gateway keeps its tools behind four meta-tools. Call toolfunnel_list_tools (use "
@@ -29,6 +28,14 @@ INSTRUCTIONS = (
 BOTH = frozenset(Era)
 # The modern era has no `ping` (PROTOCOL.md §3): it is stateless, there is nothing to keep alive.
 LEGACY_ONLY = frozenset({Era.LEGACY})
+
+
+class Tools(Protocol):
+    """What the table needs of the surface (`surface.service.Surface`)."""
+
+    def list_tools(self) -> list[dict[str, Any]]: ...
+
+    async def call(self, name: str, args: Any, ctx: CallContext) -> Outcome: ...
 
 
 class CallSite(Protocol):
@@ -47,7 +54,7 @@ Handler = Callable[[Mapping[str, Any], CallSite], Awaitable[dict[str, Any]]]
 class Methods:
     """method → era-neutral handler; the prompts and resources capabilities are declared empty."""
 
-    def __init__(self, surface: Surface) -> None:
+    def __init__(self, surface: Tools) -> None:
         self._surface = surface
         self.table: Mapping[str, tuple[frozenset[Era], Handler]] = {
             "ping": (LEGACY_ONLY, self._ping),
