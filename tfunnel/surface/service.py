@@ -98,7 +98,7 @@ class Surface:
 
     async def _guarded(self, name: str, work: Awaitable[Outcome]) -> Outcome:
         """The one place a `ToolFailure` becomes an `isError` result (and calls are counted; a
-        call waiting for input is counted once, when it finishes)."""
+        round that ends waiting for input has no outcome yet, so it is not measured)."""
         self.tally.total += 1
         self._observer.inflight(1)
         started = time.monotonic()
@@ -252,8 +252,8 @@ class Surface:
 
 
 def _answered(name: str, outcome: Outcome) -> ToolResult:
-    """A call's result for a caller that cannot answer questions later (the CLI's channel
-    answers or declines each one itself, so this stays a result)."""
+    """The result for a caller that cannot answer on a later request (`run_named`'s: its channel
+    answers or declines each question itself, so a `NeedsInput` here is only a failure)."""
     if isinstance(outcome, NeedsInput):
         return ToolResult.failure(f"{name!r} needs input this caller cannot give")
     return outcome
