@@ -14,7 +14,7 @@ import trio
 from tfunnel.config.load import load_register, load_settings
 from tfunnel.config.model import ToolState, Visibility
 from tfunnel.errors import GateDenied
-from tfunnel.gate.gated import PreDecision, ToolCall, gated_run
+from tfunnel.gate.gated import NeedsInput, PreDecision, ToolCall, gated_run
 from tfunnel.observe.audit import AuditLog
 from tfunnel.protocol.results import ToolResult
 from tfunnel.surface.catalog import Catalog
@@ -72,6 +72,30 @@ async def test_deny_never_enters_execute(gate: RecordingGate, internal: bool) ->
         await gated_run(gate, CALL, execute)
     assert execute.args == [] and gate.post == []
     assert denied.value.internal is internal
+
+
+QUESTION = NeedsInput({"tfunnel/confirm-x": {"method": "elicitation/create", "params": {}}})
+
+
+async def test_an_ask_waiting_for_input_is_returned_and_never_runs() -> None:
+    """A decision that needs the user's input comes back from gated_run as that value: execute
+    and PostToolUse never run."""
+    gate = RecordingGate(PreDecision(allow=False, reason="waiting", needs_input=QUESTION))
+    execute = Executions()
+    assert await gated_run(gate, CALL, execute) is QUESTION
+    assert execute.args == [] and gate.post == []
+
+
+async def test_an_execution_waiting_for_input_skips_post() -> None:
+    """An execution that ends with an upstream's question returns it; PostToolUse waits for the
+    call's real end."""
+    gate = RecordingGate(PreDecision(allow=True, additional_context="ctx"))
+
+    async def asks(args: Mapping[str, Any]) -> NeedsInput:
+        return QUESTION
+
+    assert await gated_run(gate, CALL, asks) is QUESTION
+    assert gate.post == []
 
 
 async def test_allow_runs_with_updated_input_then_post() -> None:

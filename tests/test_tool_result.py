@@ -9,6 +9,8 @@ import pytest
 
 from tfunnel.config.model import Invoke
 from tfunnel.proc.children import ProcessOutcome
+from tfunnel.protocol.modern import complete
+from tfunnel.protocol.results import ToolResult
 from tfunnel.tools.resolve import ScriptNotRunnable, invoke_argv, resolve_script, script_argv
 from tfunnel.tools.result import ERROR_TAIL_CHARS, map_outcome
 
@@ -238,3 +240,40 @@ def test_invoke_argv(script_home: Path) -> None:
     assert invoke_argv(script_home, Invoke("shell", "echo hi | wc")) == ["/bin/sh", "-c", "echo hi | wc"]
     script = (script_home / "tools" / "scripts" / "x.py").resolve()
     assert invoke_argv(script_home, Invoke("script", "x.py")) == ["/bin/sh", str(script)]
+
+
+# --------------------------------------------------------------------------- an upstream's result
+
+
+@pytest.mark.parametrize(
+    ("meta", "kept"),
+    [
+        pytest.param({"example.com/trace": "t1", "n": 2}, {"example.com/trace": "t1", "n": 2}, id="own-keys"),
+        pytest.param({"io.modelcontextprotocol/serverInfo": {"name": "up"}, "k": 1}, {"k": 1},
+                     id="protocol-keys-dropped"),
+        pytest.param({"io.modelcontextprotocol/serverInfo": {"name": "up"}}, None, id="only-protocol-keys"),
+        pytest.param("not-a-dict", None, id="malformed"),
+        pytest.param(None, None, id="absent"),
+    ],
+)
+def test_an_upstream_results_meta_is_kept_without_its_protocol_keys(meta: object, kept: object) -> None:
+    """`from_wire` keeps the upstream's own `_meta` keys and `to_wire` sends them; the keys the
+    protocol owns describe the upstream's hop and are dropped."""
+    wire: dict[str, object] = {"content": text("hi"), "isError": False}
+    if meta is not None:
+        wire["_meta"] = meta
+    result = ToolResult.from_wire(wire)
+    assert result.meta == kept
+    expected: dict[str, object] = {"content": text("hi")}
+    if kept is not None:
+        expected["_meta"] = kept
+    assert result.to_wire() == expected
+
+
+def test_on_a_modern_result_our_server_info_sits_beside_the_upstreams_meta() -> None:
+    """`modern.complete` adds our serverInfo next to the upstream's kept keys."""
+    upstream = ToolResult.from_wire({"content": text("hi"), "_meta": {
+        "io.modelcontextprotocol/serverInfo": {"name": "up"}, "example.com/trace": "t1"}})
+    out = complete(upstream.to_wire(), "tools/call", {"name": "tfunnel", "version": "1"})
+    assert out["_meta"] == {"example.com/trace": "t1",
+                            "io.modelcontextprotocol/serverInfo": {"name": "tfunnel", "version": "1"}}

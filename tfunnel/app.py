@@ -29,9 +29,9 @@ from tfunnel.observe.audit import AuditLog
 from tfunnel.observe.observer import Observer
 from tfunnel.proc.children import keep_child_nofile
 from tfunnel.proc.reaper import REAPER
+from tfunnel.route.channel import LegacyChannel
 from tfunnel.route.router import Router
 from tfunnel.serve.stdio import StdioServer
-from tfunnel.surface.parking import Parking
 from tfunnel.surface.service import Surface
 from tfunnel.tools.runner import LocalRunner
 from tfunnel.upstream.supervisor import Context, Identity, Supervisor
@@ -88,7 +88,9 @@ def build(home: Path, environ: Mapping[str, str] | None = None, observer: Observ
     gate = HookEngine(home, lambda: live.hooks, lambda: live.settings.gate.ask_fallback, audit, env,
                       observer, slots)
     runner = LocalRunner(home, settings.limits, environ, slots)
-    surface = Surface(lambda: live.catalog, lambda: gate, runner, supervisor, audit, observer, Parking())
+    # A call without a client (the CLI's) is asked nothing: an upstream's questions are declined.
+    surface = Surface(lambda: live.catalog, lambda: gate, runner, supervisor, audit, observer,
+                      default_channel=LegacyChannel({}, None, {}))
     router = Router(lambda: live.settings, surface, gate, audit, observer, tools_changed=live.tools_changed)
     return Gateway(home, live, audit, gate, supervisor, surface, router, read_as)
 
@@ -164,7 +166,7 @@ async def running(gateway: Gateway, only: Collection[str] | None = None) -> Asyn
     async with trio.open_nursery() as nursery:
         await nursery.start(_start_upstreams, gateway, only)
         nursery.start_soon(partial(watch_files, watched_files(gateway), seen=gateway.read_as))
-        await nursery.start(gateway.surface.parking.run)
+        await nursery.start(gateway.router.modern.parking.run)
         yield nursery
         nursery.cancel_scope.cancel()
 

@@ -106,19 +106,3 @@ class UpstreamCrashed(UpstreamError):
 class UpstreamBadAnswer(UpstreamError):
     """The upstream answered the request with a line that is not a valid answer (not JSON,
     nested too deeply, `result` not an object, ...); the line itself is never in the message."""
-
-
-class InputRequired(TfunnelError):
-    """A modern client must answer questions before the call can go on (MRTR, PROTOCOL.md §3.8).
-
-    Raised through the gate and the surface untouched (it is neither a failure nor a deny); the
-    router answers it with an `input_required` result and an integrity-protected `requestState`.
-    `requests` are the `inputRequests` to send; `upstream_state` is an upstream's own
-    `requestState`, kept sealed inside ours and echoed back to it on the retry."""
-
-    def __init__(self, requests: dict[str, Any], *, upstream_state: str | None = None,
-                 parked: str | None = None) -> None:
-        super().__init__("the call needs input from the client")
-        self.requests = requests
-        self.upstream_state = upstream_state
-        self.parked = parked

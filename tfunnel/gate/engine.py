@@ -15,7 +15,7 @@ import structlog
 import trio
 
 from tfunnel.gate.decision import Combined, HookEvent, HookVerdict, combine, interpret
-from tfunnel.gate.gated import ALLOW, PreDecision, ToolCall
+from tfunnel.gate.gated import ALLOW, NeedsInput, PreDecision, ToolCall
 from tfunnel.gate.manifest import HookManifest, HookSpec
 from tfunnel.gate.runner import run_hook
 from tfunnel.observe.audit import AuditLog
@@ -52,6 +52,8 @@ class HookEngine:
     async def pre_tool_use(self, call: ToolCall) -> PreDecision:
         combined = await self._fire_for_tool("PreToolUse", call, {})
         decision = await self._decide(call, combined)
+        if decision.needs_input is not None:
+            return decision  # no verdict yet: the retry that brings the answer is recorded
         self._observer.gate("allow" if decision.allow else "deny")
         if self._audit.enabled:
             self._audit.record("gate", tool=call.surfaced, decision="allow" if decision.allow else "deny",
@@ -89,6 +91,9 @@ class HookEngine:
         if combined.decision == "ask":
             if call.ask_user is not None:
                 accepted = await call.ask_user(f"{combined.reason}\n\nAllow the call to {call.surfaced!r}?")
+                if isinstance(accepted, NeedsInput):
+                    return PreDecision(allow=False, hook=combined.hook_id, needs_input=accepted,
+                                       reason=f"{combined.reason} (waiting for the user's answer)")
                 if not accepted:
                     return PreDecision(allow=False, hook=combined.hook_id,
                                        reason=f"{combined.reason} (the user did not allow it)")

@@ -1,6 +1,7 @@
 """`gated_run`, the single seam every execution path goes through.
 
-Invariant: when PreToolUse denies (or the gate itself fails), `execute` is never called.
+Invariant: when PreToolUse denies (or the gate itself fails), or its `ask` waits for an answer,
+`execute` is never called.
 """
 
 from __future__ import annotations
@@ -11,16 +12,32 @@ from typing import Any, Protocol
 
 import structlog
 
-from tfunnel.errors import GateDenied, InputRequired
+from tfunnel.errors import GateDenied
 from tfunnel.protocol.results import ToolResult
 
 log = structlog.get_logger("tfunnel.gate")
 
 
-class AskUser(Protocol):
-    """Ask the human behind the client to confirm; True only when they accepted."""
+@dataclass(frozen=True)
+class NeedsInput:
+    """The call cannot go on until the client answers `requests` (a modern client answers on its
+    retry, MRTR, PROTOCOL.md §3.8). Neither a failure nor a deny: nothing ran (or, for an
+    upstream's question, the upstream waits for the answers).
 
-    async def __call__(self, message: str) -> bool: ...
+    `requests` are the `inputRequests` to send; `upstream_state` is an upstream's own
+    `requestState` ("" when it asked without one), to be sealed inside ours and echoed back to it
+    on the retry; `parked` is the id of a parked upstream call the answers go to."""
+
+    requests: Mapping[str, Any]
+    upstream_state: str | None = None
+    parked: str | None = None
+
+
+class AskUser(Protocol):
+    """Ask the human behind the client to confirm: True only when they accepted, or `NeedsInput`
+    when the answer can only come with the client's next request."""
+
+    async def __call__(self, message: str) -> bool | NeedsInput: ...
 
 
 @dataclass(frozen=True)
@@ -63,6 +80,8 @@ class PreDecision:
     additional_context: str = ""
     internal: bool = False
     hook: str | None = None
+    # An `ask` still waiting for the client's answer (then `allow` is False: nothing runs).
+    needs_input: NeedsInput | None = None
 
 
 ALLOW = PreDecision(allow=True)
@@ -74,25 +93,30 @@ class Gate(Protocol):
     async def post_tool_use(self, call: ToolCall, result: ToolResult) -> None: ...
 
 
-Execute = Callable[[Mapping[str, Any]], Awaitable[ToolResult]]
+Outcome = ToolResult | NeedsInput
+Execute = Callable[[Mapping[str, Any]], Awaitable[Outcome]]
 
 
-async def gated_run(gate: Gate, call: ToolCall, execute: Execute, *, post: bool = True) -> ToolResult:
+async def gated_run(gate: Gate, call: ToolCall, execute: Execute, *, post: bool = True) -> Outcome:
     """Ask PreToolUse; on allow run `execute` with the (possibly updated) arguments, then
-    tell PostToolUse. A deny raises `GateDenied`; a failing gate denies (flagged internal)."""
+    tell PostToolUse. A deny raises `GateDenied`; a failing gate denies (flagged internal). An
+    `ask` waiting for the client's answer, or an execution waiting for one (an upstream's
+    question), is returned as `NeedsInput` (without PostToolUse: the call has not finished)."""
     try:
         decision = await gate.pre_tool_use(call)
-    except InputRequired:  # an `ask` that a modern client answers on its retry: not a failure
-        raise
     except Exception as exc:  # the gate's own failure must never let a call through
         log.error("gate failed; denying", tool=call.surfaced, error=repr(exc))
         raise GateDenied(f"the gate failed while checking {call.surfaced!r}; denied", internal=True) \
             from exc
+    if decision.needs_input is not None:
+        return decision.needs_input
     if not decision.allow:
         raise GateDenied(decision.reason or f"{call.surfaced!r} was blocked by a PreToolUse hook",
                          internal=decision.internal)
     args = decision.updated_input if decision.updated_input is not None else call.args
     result = await execute(args)
+    if isinstance(result, NeedsInput):
+        return result
     if decision.additional_context:
         # Claude Code hands PreToolUse context to the model; here it travels with the result.
         result = replace(result, content=(*result.content,

@@ -1,47 +1,17 @@
-"""What a tool call carries through the surface: who calls, and how to reach them and upstreams."""
+"""What a tool call carries through the surface: who calls, and the caller's channel.
+
+The channel is built by the caller's era adapter (`tfunnel.route.channel`, one legacy and one
+modern implementation); the surface calls it without knowing the era.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Protocol
 
-from tfunnel.gate.gated import AskUser
+from tfunnel.gate.gated import AskUser, NeedsInput
 from tfunnel.upstream.call import CallChannel, UpstreamCall
-
-Progress = Callable[[dict[str, Any]], None]
-ServerRequests = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
-
-
-@dataclass(frozen=True)
-class Resume:
-    """A modern client's retry of a call (MRTR): its answers, and where the call stood."""
-
-    answers: Mapping[str, Any]
-    # A modern upstream's own requestState to echo back ("" when it asked without one; None when
-    # no upstream asked).
-    upstream_state: str | None = None
-    parked: str | None = None  # the id of a parked upstream call (`surface.parking`)
-
-
-@dataclass(frozen=True)
-class CallContext:
-    """Who is calling: the client session, the request, how to ask its user and how to report
-    progress to it (each only when the client can take it), and its `_meta` to forward."""
-
-    session_id: str = ""
-    call_id: str = ""
-    ask_user: AskUser | None = None
-    progress: Progress | None = None
-    meta: Mapping[str, Any] | None = None
-    # The client's era and what an upstream may ask of it (the bridges of PROTOCOL.md §9):
-    # a modern client answers an upstream's questions on its retry (`InputRequired`), a legacy
-    # one through `server_requests` (real requests to it, or the declined defaults).
-    modern: bool = False
-    bridged_capabilities: Mapping[str, Any] = field(default_factory=dict)
-    log_level: str | None = None
-    resume: Resume | None = None
-    server_requests: ServerRequests | None = None
 
 
 class Upstreams(Protocol):
@@ -56,3 +26,38 @@ class SupervisedUpstreams(Upstreams, Protocol):
 
     async def wait_ready(self, upstream_id: str) -> str | None:
         """Wait (bounded) while `upstream_id` comes up; None once ready, else why it is not."""
+
+
+class ClientChannel(Protocol):
+    """The caller's side of one tool call: how the gate asks its user, and how one upstream call
+    crosses the era line (the caller's `_meta`, capabilities and log level go with it; its
+    progress is relayed and an upstream's questions answered, or handed back as `NeedsInput`)."""
+
+    @property
+    def ask_user(self) -> AskUser | None:
+        """The gate's `ask`, when the client can be asked (else the gate uses gate.askFallback)."""
+
+    async def call_upstream(self, upstreams: Upstreams, upstream: str, tool: str,
+                            arguments: Mapping[str, Any]) -> dict[str, Any] | NeedsInput:
+        """The upstream's complete `CallToolResult`, or the questions the client must answer."""
+
+
+class Direct:
+    """The channel of a caller that can be neither asked nor told anything (the CLI): upstream
+    calls go out plain, and an upstream's own requests get the session's declined defaults."""
+
+    ask_user: AskUser | None = None
+
+    async def call_upstream(self, upstreams: Upstreams, upstream: str, tool: str,
+                            arguments: Mapping[str, Any]) -> dict[str, Any] | NeedsInput:
+        return await upstreams.call_tool(UpstreamCall(upstream, tool, arguments))
+
+
+@dataclass(frozen=True)
+class CallContext:
+    """Who is calling (the client session, the request) and the caller's channel (None: the
+    surface's default channel)."""
+
+    session_id: str = ""
+    call_id: str = ""
+    channel: ClientChannel | None = None

@@ -1,7 +1,9 @@
 """`tools/list` and `tools/call` in funnel mode: the meta-tools, local tools, upstream tools.
 
 Every execution goes through `gated_run`. `_guarded` is the one place where a `ToolFailure`
-(including an `UpstreamError` or a gate deny) becomes an `isError` result.
+(including an `UpstreamError` or a gate deny) becomes an `isError` result. A call that waits for
+the client's answers ends as a `NeedsInput` value, which the caller's era adapter puts on the
+wire; the surface never knows the era (the caller's `ClientChannel` does).
 """
 
 from __future__ import annotations
@@ -15,15 +17,14 @@ import structlog
 
 from tfunnel.config.model import META_TOOL_NAMES, ToolEntry
 from tfunnel.errors import GateDenied, ProtocolError, ToolFailure
-from tfunnel.gate.gated import Gate, ToolCall, gated_run
+from tfunnel.gate.gated import Gate, NeedsInput, Outcome, ToolCall, gated_run
 from tfunnel.observe.audit import AuditLog
 from tfunnel.observe.observer import UNKNOWN_TOOL, CallTally, NullObserver, Observer
 from tfunnel.protocol.jsonrpc import INVALID_PARAMS
 from tfunnel.protocol.results import ToolResult
-from tfunnel.surface import bridge, meta
+from tfunnel.surface import meta
 from tfunnel.surface.catalog import Catalog, local_input_schema
-from tfunnel.surface.context import CallContext, SupervisedUpstreams
-from tfunnel.surface.parking import Parking
+from tfunnel.surface.context import CallContext, ClientChannel, Direct, SupervisedUpstreams
 from tfunnel.surface.upstream_tools import UpstreamTool
 from tfunnel.surface.validation import validate_args
 
@@ -38,8 +39,8 @@ Target = ToolEntry | UpstreamTool
 
 class Surface:
     def __init__(self, catalog: Callable[[], Catalog], gate: Callable[[], Gate], local: LocalTools,
-                 upstreams: SupervisedUpstreams, audit: AuditLog, observer: Observer | None = None,
-                 parking: Parking | None = None) -> None:
+                 upstreams: SupervisedUpstreams, audit: AuditLog, observer: Observer | None = None, *,
+                 default_channel: ClientChannel | None = None) -> None:
         self._catalog = catalog
         self._gate = gate
         self._local = local
@@ -47,7 +48,8 @@ class Surface:
         self._audit = audit
         self.tally = CallTally()
         self._observer: Observer = observer or NullObserver()
-        self.parking = parking or Parking()
+        # The channel of a call whose context brings none (the CLI's).
+        self._default_channel: ClientChannel = default_channel or Direct()
 
     def list_tools(self) -> list[dict[str, Any]]:
         return self._catalog().top_level(meta.DEFINITIONS)
@@ -64,8 +66,9 @@ class Surface:
         tool = catalog.direct_upstream(name)
         return tool.input_schema if tool is not None else None
 
-    async def call(self, name: str, args: Any, ctx: CallContext) -> ToolResult:
-        """`tools/call`. An unknown or unpromoted top-level name is a protocol error (-32602)."""
+    async def call(self, name: str, args: Any, ctx: CallContext) -> Outcome:
+        """`tools/call`: its result, or `NeedsInput` when it waits for the client's answers. An
+        unknown or unpromoted top-level name is a protocol error (-32602)."""
         catalog = self._catalog()
         if not isinstance(args, dict):
             raise ProtocolError(INVALID_PARAMS, 'Invalid params: "arguments" must be an object')
@@ -85,15 +88,17 @@ class Surface:
         if name in META_TOOL_NAMES:
             if not catalog.visibility(name, "meta").enabled:
                 return ToolResult.failure(f"meta-tool {name!r} is disabled")
-            return await self._guarded(_label(name, args), self._meta(catalog, name, args, ctx))
+            return _answered(name, await self._guarded(_label(name, args),
+                                                       self._meta(catalog, name, args, ctx)))
 
-        async def any_tool() -> ToolResult:
+        async def any_tool() -> Outcome:
             return await self._run(await self._resolve(name), args, ctx)
 
-        return await self._guarded(name, any_tool())
+        return _answered(name, await self._guarded(name, any_tool()))
 
-    async def _guarded(self, name: str, work: Awaitable[ToolResult]) -> ToolResult:
-        """The one place a `ToolFailure` becomes an `isError` result (and calls are counted)."""
+    async def _guarded(self, name: str, work: Awaitable[Outcome]) -> Outcome:
+        """The one place a `ToolFailure` becomes an `isError` result (and calls are counted; a
+        round that ends waiting for input has no outcome yet, so it is not measured)."""
         self.tally.total += 1
         self._observer.inflight(1)
         started = time.monotonic()
@@ -107,6 +112,8 @@ class Surface:
             result = ToolResult.failure(str(exc))
         finally:
             self._observer.inflight(-1)
+        if isinstance(result, NeedsInput):
+            return result
         if result.is_error:
             self.tally.errors += 1
         outcome = "denied" if result.denied else "error" if result.is_error else "ok"
@@ -121,7 +128,7 @@ class Surface:
             or catalog.find_upstream(name) is not None
         return name if known else UNKNOWN_TOOL
 
-    async def _meta(self, catalog: Catalog, name: str, args: dict[str, Any], ctx: CallContext) -> ToolResult:
+    async def _meta(self, catalog: Catalog, name: str, args: dict[str, Any], ctx: CallContext) -> Outcome:
         validate_args(name, meta.DEFINITIONS[name]["inputSchema"], args)
         if name == meta.LIST_TOOLS:
             briefs = catalog.briefs(filter=args.get("filter", ""), category=args.get("category", ""),
@@ -171,18 +178,18 @@ class Surface:
                               f"`tfunnel tool enable {surfaced}`")
         return target
 
-    async def _run(self, target: Target, args: dict[str, Any], ctx: CallContext) -> ToolResult:
+    async def _run(self, target: Target, args: dict[str, Any], ctx: CallContext) -> Outcome:
         if isinstance(target, UpstreamTool):
             return await self._run_upstream(target, args, ctx)
         return await self._run_local(target, args, ctx)
 
-    async def _run_local(self, entry: ToolEntry, args: dict[str, Any], ctx: CallContext) -> ToolResult:
+    async def _run_local(self, entry: ToolEntry, args: dict[str, Any], ctx: CallContext) -> Outcome:
         validate_args(entry.id, entry.input_schema, args)
         if entry.mode == "reference":
             return await self._hand_over(entry, args, ctx, entry.instructions or entry.summary or entry.name)
-        call = _local_call(entry, args, ctx)
+        call = self._local_call(entry, args, ctx)
 
-        async def execute(final_args: Mapping[str, Any]) -> ToolResult:
+        async def execute(final_args: Mapping[str, Any]) -> Outcome:
             if final_args is not args:  # a hook rewrote the input: it must still fit the schema
                 validate_args(entry.id, entry.input_schema, final_args)
             return await self._timed(entry.id, "gateway", ctx, final_args,
@@ -191,26 +198,27 @@ class Surface:
         return await gated_run(self._gate(), call, execute)
 
     async def _hand_over(self, entry: ToolEntry, args: dict[str, Any], ctx: CallContext,
-                         text: str) -> ToolResult:
+                         text: str) -> Outcome:
         """A reference tool: nothing runs here, the client performs the action with `text`. The
         hand-over itself passes PreToolUse (no PostToolUse); a deny withholds `text`."""
         async def hand_over(_: Mapping[str, Any]) -> ToolResult:
             self._audit.record("tool", name=entry.id, mode="reference", ok=True, durationMs=0)
             return ToolResult.text(text)
 
-        return await gated_run(self._gate(), _local_call(entry, args, ctx), hand_over, post=False)
+        return await gated_run(self._gate(), self._local_call(entry, args, ctx), hand_over, post=False)
 
-    async def _run_upstream(self, tool: UpstreamTool, args: dict[str, Any], ctx: CallContext) -> ToolResult:
+    async def _run_upstream(self, tool: UpstreamTool, args: dict[str, Any], ctx: CallContext) -> Outcome:
         validate_args(tool.surfaced, tool.input_schema, args, trusted=False)
+        channel = self._channel(ctx)
         call = ToolCall(surfaced=tool.surfaced, tool_id=tool.tool, display=tool.display, args=args,
                         mode="upstream", session_id=ctx.session_id, call_id=ctx.call_id,
-                        upstream=tool.upstream, annotations=tool.annotations, ask_user=ctx.ask_user)
+                        upstream=tool.upstream, annotations=tool.annotations, ask_user=channel.ask_user)
 
-        async def forward(final_args: Mapping[str, Any]) -> ToolResult:
-            return ToolResult.from_wire(await bridge.call(self._upstreams, tool, final_args, ctx,
-                                                          self.parking))
+        async def forward(final_args: Mapping[str, Any]) -> Outcome:
+            wire = await channel.call_upstream(self._upstreams, tool.upstream, tool.tool, final_args)
+            return wire if isinstance(wire, NeedsInput) else ToolResult.from_wire(wire)
 
-        async def execute(final_args: Mapping[str, Any]) -> ToolResult:
+        async def execute(final_args: Mapping[str, Any]) -> Outcome:
             if final_args is not args:
                 validate_args(tool.surfaced, tool.input_schema, final_args, trusted=False)
             return await self._timed(tool.surfaced, "upstream", ctx, final_args, forward(final_args))
@@ -218,29 +226,41 @@ class Surface:
         return await gated_run(self._gate(), call, execute)
 
     async def _timed(self, name: str, mode: str, ctx: CallContext, args: Mapping[str, Any],
-                     work: Awaitable[ToolResult]) -> ToolResult:
-        """Run `work` and write its audit record."""
+                     work: Awaitable[Outcome]) -> Outcome:
+        """Run `work` and write its audit record (a round that waits for input, or fails, is
+        recorded without a result)."""
         if not self._audit.enabled:
             return await work
         started = time.monotonic()
         result: ToolResult | None = None
         try:
-            result = await work
-            return result
+            outcome = await work
+            result = outcome if isinstance(outcome, ToolResult) else None
+            return outcome
         finally:
             self._audit.record("tool", name=name, mode=mode, ok=result is not None and not result.is_error,
                                durationMs=round((time.monotonic() - started) * 1000, 1),
                                session=ctx.session_id, args=self._audit.redact(dict(args)),
                                result=self._audit.redact(result.to_wire() if result else None))
 
+    def _channel(self, ctx: CallContext) -> ClientChannel:
+        return ctx.channel if ctx.channel is not None else self._default_channel
+
+    def _local_call(self, entry: ToolEntry, args: Mapping[str, Any], ctx: CallContext) -> ToolCall:
+        return ToolCall(surfaced=entry.id, tool_id=entry.id, display=entry.name, args=args, mode=entry.mode,
+                        session_id=ctx.session_id, call_id=ctx.call_id, ask_user=self._channel(ctx).ask_user)
+
+
+def _answered(name: str, outcome: Outcome) -> ToolResult:
+    """The result for a caller that cannot answer on a later request (`run_named`'s: its channel
+    answers or declines each question itself, so a `NeedsInput` here is only a failure)."""
+    if isinstance(outcome, NeedsInput):
+        return ToolResult.failure(f"{name!r} needs input this caller cannot give")
+    return outcome
+
 
 async def _fail(message: str) -> ToolResult:
     raise ToolFailure(message)
-
-
-def _local_call(entry: ToolEntry, args: Mapping[str, Any], ctx: CallContext) -> ToolCall:
-    return ToolCall(surfaced=entry.id, tool_id=entry.id, display=entry.name, args=args, mode=entry.mode,
-                    session_id=ctx.session_id, call_id=ctx.call_id, ask_user=ctx.ask_user)
 
 
 def _label(name: str, args: Mapping[str, Any]) -> str:

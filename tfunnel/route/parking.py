@@ -22,10 +22,11 @@ from typing import Any
 import structlog
 import trio
 
-from tfunnel.errors import InputRequired, ToolFailure
-from tfunnel.surface.context import Progress, ServerRequests
+from tfunnel.errors import ToolFailure
+from tfunnel.gate.gated import NeedsInput
+from tfunnel.route.peer import Progress, ServerRequests
 
-log = structlog.get_logger("tfunnel.surface")
+log = structlog.get_logger("tfunnel.route")
 
 # How long a parked call waits for the client's retry.
 PARK_TTL_S = 300.0
@@ -73,8 +74,8 @@ class Parking:
             nursery.start_soon(self._reaper)
             task_status.started()
 
-    async def call(self, work: Work, progress: Progress | None) -> dict[str, Any]:
-        """Run `work` parked; its result, or `InputRequired` when the upstream asks."""
+    async def call(self, work: Work, progress: Progress | None) -> dict[str, Any] | NeedsInput:
+        """Run `work` parked; its result, or `NeedsInput` (the question) when the upstream asks."""
         assert self._nursery is not None, "Parking.run is not running"
         # Unbounded: the call's task never blocks handing over a question or its end (several
         # questions may be asked at once; they are put to the client one per round).
@@ -85,7 +86,9 @@ class Parking:
         return await self._next(parked)
 
     async def resume(self, parked_id: str, answers: Mapping[str, Any], progress: Progress | None,
-                     ) -> dict[str, Any]:
+                     ) -> dict[str, Any] | NeedsInput:
+        """Hand the retry's answer to the parked call; its result, or its next question. A call
+        that is gone is a `ToolFailure`."""
         parked = self._calls.get(parked_id)
         if parked is None or parked.pending is None:
             raise ToolFailure("the upstream call these answers belong to is gone (it finished, or nobody "
@@ -93,7 +96,7 @@ class Parking:
         question = parked.pending
         answer = answers.get(question.key)
         if not isinstance(answer, dict):  # not answered: ask again (PROTOCOL.md §3.8)
-            raise InputRequired(_requests(question), parked=parked.id)
+            return NeedsInput(_requests(question), parked=parked.id)
         parked.progress = progress
         parked.pending = None
         parked.deadline = float("inf")
@@ -101,7 +104,7 @@ class Parking:
         question.answered.set()
         return await self._next(parked)
 
-    async def _next(self, parked: _Parked) -> dict[str, Any]:
+    async def _next(self, parked: _Parked) -> dict[str, Any] | NeedsInput:
         try:
             question = await parked.inbox.receive()
         except trio.Cancelled:
@@ -113,7 +116,7 @@ class Parking:
             parked.pending = question
             parked.progress = None  # this round's request is over; the retry brings its own
             parked.deadline = trio.current_time() + self._ttl_s
-            raise InputRequired(_requests(question), parked=parked.id)
+            return NeedsInput(_requests(question), parked=parked.id)
         self._calls.pop(parked.id, None)
         if parked.error is not None:
             raise parked.error

@@ -1,4 +1,4 @@
-"""Parked upstream calls between MRTR rounds (`surface.parking`), under a MockClock."""
+"""Parked upstream calls between MRTR rounds (`route.parking`), under a MockClock."""
 
 from __future__ import annotations
 
@@ -7,9 +7,10 @@ from typing import Any
 import pytest
 import trio
 
-from tfunnel.errors import InputRequired, ToolFailure
-from tfunnel.surface.context import Progress, ServerRequests
-from tfunnel.surface.parking import PARK_TTL_S, Parking
+from tfunnel.errors import ToolFailure
+from tfunnel.gate.gated import NeedsInput
+from tfunnel.route.parking import PARK_TTL_S, Parking
+from tfunnel.route.peer import Progress, ServerRequests
 
 pytestmark = [pytest.mark.trio_clock, pytest.mark.timeout(30)]
 
@@ -17,6 +18,8 @@ QUESTION = {"message": "Sure?", "requestedSchema": {"type": "object", "propertie
 
 
 async def test_a_question_parks_the_call_and_the_answer_completes_it() -> None:
+    """The upstream's question comes back as a value naming the parked call; the answer, handed
+    over on the retry, completes it (a retry without it is asked again; a finished call is gone)."""
     parking = Parking()
     async with trio.open_nursery() as nursery:
         await nursery.start(parking.run)
@@ -25,17 +28,19 @@ async def test_a_question_parks_the_call_and_the_answer_completes_it() -> None:
             answer = await ask("elicitation/create", QUESTION)
             return {"content": [{"type": "text", "text": answer["action"]}]}
 
-        with pytest.raises(InputRequired) as first:
-            await parking.call(work, None)
-        (key, request), = first.value.requests.items()
-        assert request == {"method": "elicitation/create", "params": QUESTION}
-        assert first.value.parked is not None and len(parking) == 1
-        with pytest.raises(InputRequired):  # a retry without the answer is asked again
-            await parking.resume(first.value.parked, {}, None)
-        done = await parking.resume(first.value.parked, {key: {"action": "accept"}}, None)
-        assert done["content"][0]["text"] == "accept" and len(parking) == 0
-        with pytest.raises(ToolFailure, match="gone"):
-            await parking.resume(first.value.parked, {key: {"action": "accept"}}, None)
+        with trio.fail_after(5):
+            first = await parking.call(work, None)
+            assert isinstance(first, NeedsInput) and first.parked is not None
+            (key, request), = first.requests.items()
+            assert request == {"method": "elicitation/create", "params": QUESTION}
+            assert len(parking) == 1
+            again = await parking.resume(first.parked, {}, None)  # no answer: asked again
+            assert isinstance(again, NeedsInput) and again.requests == first.requests
+            done = await parking.resume(first.parked, {key: {"action": "accept"}}, None)
+            assert isinstance(done, dict)
+            assert done["content"][0]["text"] == "accept" and len(parking) == 0
+            with pytest.raises(ToolFailure, match="gone"):
+                await parking.resume(first.parked, {key: {"action": "accept"}}, None)
         nursery.cancel_scope.cancel()
 
 
@@ -57,14 +62,14 @@ async def test_two_questions_and_no_client_expire_without_wedging_shutdown() -> 
                     cancelled.set()  # the asks never end by themselves: only a cancel gets here
                 return {}
 
-            with pytest.raises(InputRequired):
-                await parking.call(work, None)
+            assert isinstance(await parking.call(work, None), NeedsInput)
             await trio.sleep(PARK_TTL_S + 10)
             assert cancelled.is_set() and len(parking) == 0
             nursery.cancel_scope.cancel()
 
 
 async def test_a_client_that_gives_up_before_a_question_cancels_the_call() -> None:
+    """A client cancelling before the upstream asked anything cancels the parked call too."""
     parking = Parking()
     cancelled = trio.Event()
     async with trio.open_nursery() as nursery:

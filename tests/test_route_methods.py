@@ -1,0 +1,185 @@
+"""The one method table through both era adapters, and the modern adapter's MRTR ask as a value."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from tests.hooks import decision, set_hooks
+from tfunnel.config.load import load_register, load_settings
+from tfunnel.config.model import Settings, ToolState
+from tfunnel.errors import ProtocolError
+from tfunnel.gate.engine import HookEngine
+from tfunnel.gate.gated import NeedsInput, Outcome
+from tfunnel.gate.manifest import load_manifest
+from tfunnel.observe.audit import AuditLog
+from tfunnel.protocol.eras import Era
+from tfunnel.protocol.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, Request
+from tfunnel.protocol.modern import SERVER_INFO_META
+from tfunnel.protocol.results import ToolResult
+from tfunnel.protocol.session import ClientSession
+from tfunnel.route import Router
+from tfunnel.route.modern import CONFIRM_PREFIX
+from tfunnel.surface.catalog import Catalog
+from tfunnel.surface.context import CallContext
+from tfunnel.surface.service import Surface
+from tfunnel.testing.fakes import NoUpstreams
+from tfunnel.tools.runner import LocalRunner
+
+pytestmark = pytest.mark.timeout(60)
+
+V = "2026-07-28"
+META = {"io.modelcontextprotocol/protocolVersion": V, "io.modelcontextprotocol/clientCapabilities": {}}
+ASKING = {**META, "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}}
+TOOLS = [{"name": "t", "inputSchema": {"type": "object"}}]
+RAN = {"content": [{"type": "text", "text": "ran"}]}
+
+
+class FakeTools:
+    """The surface as the table sees it: one listed tool; calls are recorded and answer `RAN`."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, Any]] = []
+
+    def list_tools(self) -> list[dict[str, Any]]:
+        return TOOLS
+
+    def tool_schema(self, name: str) -> None:
+        return None
+
+    async def call(self, name: str, args: Any, ctx: CallContext) -> Outcome:
+        self.calls.append((name, args))
+        return ToolResult.text("ran")
+
+
+class NoHooks:
+    async def session_start(self, session_id: str) -> str:
+        return ""
+
+    async def session_end(self, session_id: str) -> None:
+        return None
+
+
+def router(tmp_path: Path, surface: Any) -> Router:
+    return Router(lambda: Settings(), surface, NoHooks(), AuditLog(tmp_path))
+
+
+BOTH = (Era.LEGACY, Era.MODERN)
+TABLE: list[tuple[str, dict[str, Any], tuple[Era, ...], dict[str, Any] | int]] = [
+    ("ping", {}, (Era.LEGACY,), {}),
+    ("ping", {}, (Era.MODERN,), METHOD_NOT_FOUND),
+    ("tools/list", {}, BOTH, {"tools": TOOLS}),
+    ("tools/list", {"cursor": None}, BOTH, {"tools": TOOLS}),
+    ("tools/list", {"cursor": "next"}, BOTH, INVALID_PARAMS),
+    ("tools/call", {}, BOTH, INVALID_PARAMS),
+    ("tools/call", {"name": ""}, BOTH, INVALID_PARAMS),
+    ("tools/call", {"name": 7}, BOTH, INVALID_PARAMS),
+    ("tools/call", {"name": "t"}, BOTH, RAN),
+    ("prompts/list", {}, BOTH, {"prompts": []}),
+    ("resources/list", {}, BOTH, {"resources": []}),
+    ("resources/templates/list", {}, BOTH, {"resourceTemplates": []}),
+    ("prompts/get", {"name": "p"}, BOTH, INVALID_PARAMS),
+    ("resources/read", {"uri": "file:///x"}, BOTH, INVALID_PARAMS),
+    ("initialize", {"protocolVersion": V}, (Era.MODERN,), METHOD_NOT_FOUND),
+    ("no/such", {}, BOTH, METHOD_NOT_FOUND),
+]
+CASES = [pytest.param(method, params, era, expected, id=f"{era.value}-{method}-{i}")
+         for i, (method, params, eras, expected) in enumerate(TABLE) for era in eras]
+
+
+@pytest.mark.parametrize(("method", "params", "era", "expected"), CASES)
+async def test_each_method_in_each_era(tmp_path: Path, method: str, params: dict[str, Any], era: Era,
+                                       expected: dict[str, Any] | int) -> None:
+    """Every method answers the same in both eras (the modern one finished with resultType and
+    our serverInfo); a bad cursor or name is -32602 before the surface is called; what an era
+    does not serve is -32601."""
+    tools = FakeTools()
+    wire_params = {**params, "_meta": META} if era is Era.MODERN else params
+    request = Request(1, method, wire_params)
+    with trio.fail_after(10):
+        try:
+            result: dict[str, Any] | int = await router(tmp_path, tools).handle(
+                ClientSession("s"), request, era=era)
+        except ProtocolError as exc:
+            result = exc.code
+    if era is Era.MODERN and isinstance(result, dict):
+        assert result.pop("resultType") == "complete"
+        assert result.pop("_meta")[SERVER_INFO_META]["name"] == "tfunnel"
+        result.pop("ttlMs", None), result.pop("cacheScope", None)
+    assert result == expected
+    assert tools.calls == ([("t", {})] if expected == RAN else [])
+
+
+async def test_without_era_the_router_uses_the_one_rule(tmp_path: Path) -> None:
+    """No era from the transport: a request with the modern `_meta` is modern, one without is
+    legacy (ping answers only there)."""
+    gateway = router(tmp_path, FakeTools())
+    with trio.fail_after(10):
+        assert await gateway.handle(ClientSession("s"), Request(1, "ping", {})) == {}
+        with pytest.raises(ProtocolError) as modern:
+            await gateway.handle(ClientSession("s"), Request(2, "ping", {"_meta": META}))
+    assert modern.value.code == METHOD_NOT_FOUND
+
+
+# --------------------------------------------------------------------------- the gate's ask (MRTR)
+
+
+def asking_surface(home: Path, danger_log: Path) -> Surface:
+    """The real surface, hook engine and runner, with one PreToolUse hook that asks."""
+    set_hooks(home, {"command": decision("ask", "Danger ahead")})
+    audit = AuditLog(home)
+    gate = HookEngine(home, lambda: load_manifest(home), lambda: "deny", audit, dict(os.environ))
+    catalog = Catalog(load_register(home), ToolState())
+    runner = LocalRunner(home, load_settings(home).limits,
+                         {**os.environ, "TOOLFUNNEL_DANGER_LOG": str(danger_log)})
+    return Surface(lambda: catalog, lambda: gate, runner, NoUpstreams(), audit)
+
+
+async def test_a_modern_ask_is_a_value_sealed_into_input_required(home: Path, tmp_path: Path) -> None:
+    """The gate's `ask` to a modern client returns `NeedsInput` out of the gate (no exception):
+    the surface hands it back, nothing runs, and the adapter seals it into input_required; the
+    retry with the accepted answer runs the tool."""
+    danger_log = tmp_path / "danger.log"
+    surface = asking_surface(home, danger_log)
+    params = {"name": "toolfunnel_run_tool", "arguments": {"name": "danger", "args": {}}, "_meta": ASKING}
+    gateway = router(tmp_path, surface)
+    with trio.fail_after(30):
+        first = await gateway.handle(ClientSession("s"), Request(1, "tools/call", params))
+        assert first["resultType"] == "input_required" and not danger_log.exists()
+        (key, question), = first["inputRequests"].items()
+        assert key.startswith(CONFIRM_PREFIX) and question["method"] == "elicitation/create"
+        assert question["params"]["message"].startswith("Danger ahead")
+        retry = {**params, "requestState": first["requestState"],
+                 "inputResponses": {key: {"action": "accept"}}}
+        done = await gateway.handle(ClientSession("s"), Request(2, "tools/call", retry))
+    assert done["resultType"] == "complete" and not done.get("isError"), done
+    assert danger_log.exists()
+
+
+async def test_the_surface_returns_the_ask_as_a_value(home: Path, tmp_path: Path) -> None:
+    """Called directly with a channel whose `ask` cannot be answered now, `Surface.call` returns
+    the `NeedsInput` the asker gave, and the tool does not run."""
+    danger_log = tmp_path / "danger.log"
+    surface = asking_surface(home, danger_log)
+    pending = NeedsInput({"q": {"method": "elicitation/create", "params": {}}})
+
+    class Unanswered:
+        """A client channel whose user can only answer on a later request."""
+
+        def __init__(self) -> None:
+            self.ask_user = self._ask
+
+        async def _ask(self, message: str) -> bool | NeedsInput:
+            return pending
+
+        async def call_upstream(self, *args: Any) -> dict[str, Any]:
+            raise AssertionError("no upstream in this test")
+
+    with trio.fail_after(30):
+        outcome = await surface.call("toolfunnel_run_tool", {"name": "danger", "args": {}},
+                                     CallContext("s", "1", Unanswered()))
+    assert outcome is pending and not danger_log.exists()

@@ -1,0 +1,91 @@
+"""The one method table: what each method means, the same in both eras.
+
+The era adapters (`route.legacy`, `route.modern`) handle what only their era has (`initialize`,
+`server/discover`, `subscriptions/listen`), then hand every other request here with their
+`CallSite`: the per-request piece of a `tools/call` that differs by era (its call context, and
+how the outcome goes on the wire).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Protocol
+
+from tfunnel.errors import ProtocolError
+from tfunnel.gate.gated import NeedsInput, Outcome
+from tfunnel.protocol.eras import Era
+from tfunnel.protocol.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND
+from tfunnel.protocol.results import ToolResult
+from tfunnel.protocol.session import empty_capability
+from tfunnel.surface.context import CallContext
+
+INSTRUCTIONS = (
+    "This gateway keeps its tools behind four meta-tools. Call toolfunnel_list_tools (use "
+    "`query` to search) to find a tool, toolfunnel_tool_instructions to learn its arguments, "
+    "and toolfunnel_run_tool to run it. toolfunnel_howto explains how to extend the gateway."
+)
+
+BOTH = frozenset(Era)
+# The modern era has no `ping` (PROTOCOL.md §3): it is stateless, there is nothing to keep alive.
+LEGACY_ONLY = frozenset({Era.LEGACY})
+
+
+class Tools(Protocol):
+    """What the table needs of the surface (`surface.service.Surface`)."""
+
+    def list_tools(self) -> list[dict[str, Any]]: ...
+
+    async def call(self, name: str, args: Any, ctx: CallContext) -> Outcome: ...
+
+
+class CallSite(Protocol):
+    """An era adapter's part of one `tools/call`."""
+
+    def context(self) -> CallContext:
+        """The call's context (raises `ProtocolError` for params only this era has, malformed)."""
+
+    def finish(self, name: str, outcome: ToolResult | NeedsInput) -> dict[str, Any]:
+        """The call's result object on the wire."""
+
+
+Handler = Callable[[Mapping[str, Any], CallSite], Awaitable[dict[str, Any]]]
+
+
+class Methods:
+    """method → era-neutral handler; the prompts and resources capabilities are declared empty."""
+
+    def __init__(self, surface: Tools) -> None:
+        self._surface = surface
+        self.table: Mapping[str, tuple[frozenset[Era], Handler]] = {
+            "ping": (LEGACY_ONLY, self._ping),
+            "tools/list": (BOTH, self._list),
+            "tools/call": (BOTH, self._call),
+        }
+
+    async def handle(self, era: Era, method: str, params: Mapping[str, Any],
+                     site: CallSite) -> dict[str, Any]:
+        """The result of `method` in `era`; raises `ProtocolError` (-32601 for a method `era`
+        does not serve, -32602 for bad params)."""
+        entry = self.table.get(method)
+        if entry is not None and era in entry[0]:
+            return await entry[1](params, site)
+        empty = empty_capability(method)
+        if empty is not None:
+            return empty
+        raise ProtocolError(METHOD_NOT_FOUND, f"Method not found: {method}")
+
+    async def _ping(self, params: Mapping[str, Any], site: CallSite) -> dict[str, Any]:
+        return {}
+
+    async def _list(self, params: Mapping[str, Any], site: CallSite) -> dict[str, Any]:
+        if params.get("cursor") is not None:  # one page: no cursor was ever handed out
+            raise ProtocolError(INVALID_PARAMS, "Invalid params: unknown cursor")
+        return {"tools": self._surface.list_tools()}
+
+    async def _call(self, params: Mapping[str, Any], site: CallSite) -> dict[str, Any]:
+        name = params.get("name")
+        if not isinstance(name, str) or not name:
+            raise ProtocolError(INVALID_PARAMS, 'Invalid params: "name" must be a non-empty string')
+        ctx = site.context()
+        outcome = await self._surface.call(name, params.get("arguments") or {}, ctx)
+        return site.finish(name, outcome)
