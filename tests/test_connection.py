@@ -353,7 +353,8 @@ async def test_an_http_answer_is_registered_in_flight_and_cancelled_by_its_scope
             nursery.start_soon(answer, 1, scope)
             nursery.start_soon(answer, 2, None)
         assert results == {1: None, 2: None} and connection.inflight == {}
-        assert await connection.answer(Request(3, "echo", {}), None) == jsonrpc.result_message(3, {"echo": {}})
+        answered = await connection.answer(Request(3, "echo", {}), None)
+        assert answered == jsonrpc.result_message(3, {"echo": {}})
         refusal = Refusal(-32000, "no", {})
         assert await connection.answer(Request(4, "echo", {}), None, era=refusal) == \
             jsonrpc.error_message(4, -32000, "no", {})
@@ -464,7 +465,8 @@ class Asgi:
                            SessionStore(), Metrics())
 
     @staticmethod
-    def scope(method: str, path: str, headers: list[tuple[bytes, bytes]], query: bytes = b"") -> dict[str, Any]:
+    def scope(method: str, path: str, headers: list[tuple[bytes, bytes]],
+              query: bytes = b"") -> dict[str, Any]:
         base = [(b"host", b"127.0.0.1:1"), (b"accept", b"application/json, text/event-stream"),
                 (b"content-type", b"application/json")]
         return {"type": "http", "method": method, "path": path, "query_string": query,
@@ -583,3 +585,21 @@ async def test_http_refuses_a_duplicate_id_in_a_session_and_a_cancel_ends_the_ca
                 "notifications/cancelled", {"requestId": 1}), session)
             assert status == 202
     assert answers == [(204, b"")] and trio.current_time() < 100
+
+
+@pytest.mark.trio_clock
+async def test_a_stdio_client_that_stops_reading_is_gone_after_the_stall_window() -> None:
+    """On any send stream, a client that takes nothing of a waiting answer for STALL_S counts as
+    gone: the server stops (its calls cancelled) instead of holding answers for it."""
+    from tfunnel.proc.linewriter import STALL_S
+
+    router = ScriptedRouter()
+    server = stdio_server(router)
+    to_server, server_in = trio.testing.memory_stream_one_way_pair()
+    server_out, _never_read = trio.testing.lockstep_stream_pair()
+    with trio.fail_after(60):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(server.serve, server_in, server_out)
+            await to_server.send_all(jsonrpc.encode(request(1, "echo")))
+            await to_server.send_all(jsonrpc.encode(request(2, "sleep", {"s": 100})))
+    assert trio.current_time() == STALL_S and server.connection.inflight == {}

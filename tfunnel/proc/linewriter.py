@@ -103,11 +103,8 @@ class LineWriter:
             try:
                 with trio.CancelScope(shield=True), trio.move_on_after(STALL_S) as stall:
                     await self._stream.send_all(line)
-            except trio.BrokenResourceError:
-                self._break()
-                raise
-            except trio.ClosedResourceError:
-                self._break()
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                self._break()  # the peer is gone: as on a pipe, later writes raise at once
                 raise
             if stall.cancelled_caught:
                 self._break()
