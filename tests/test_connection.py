@@ -508,7 +508,6 @@ async def sse_session(asgi: Asgi, nursery: trio.Nursery) -> tuple[bytes, trio.Me
     nursery.start_soon(asgi.app, asgi.scope("GET", "/sse", []), asgi.body_then_wait(b""), events.send)
     assert (await stream.receive())["status"] == 200
     endpoint = (await stream.receive())["body"]
-    await trio.testing.wait_all_tasks_blocked()  # the stream is registered just after it names itself
     return endpoint.split(b"session_id=")[1].split(b"\n")[0], stream
 
 

@@ -208,7 +208,7 @@ class Connection:
         try:
             with structlog.contextvars.bound_contextvars(request_id=request.id, method=request.method,
                                                          **self._context), scope:
-                reply = await self._respond(request, peer, era or self.service.era(request))
+                reply = await self._respond(request, peer, self.service.era(request) if era is None else era)
         finally:
             del self.inflight[request.id]
         return None if scope.cancel_called else reply

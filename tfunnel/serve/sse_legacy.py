@@ -64,14 +64,15 @@ class LegacySse:
         queue, queued = trio.open_memory_channel[dict[str, Any]](QUEUE)
         session.streams += 1
         try:
-            await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
-            endpoint = f"/messages?session_id={session_id}".encode()
-            await send({"type": "http.response.body", "body": b"event: endpoint\ndata: " + endpoint + b"\n\n",
-                        "more_body": True})
             async with trio.open_nursery() as nursery:
                 stream = Stream(queue, self._hang_up(session_id, nursery))
                 session.connection.attach(stream)
+                # Registered before the client hears the endpoint, so its first POST finds it.
                 self._streams[session_id] = (stream, nursery)
+                await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
+                endpoint = f"/messages?session_id={session_id}".encode()
+                await send({"type": "http.response.body",
+                            "body": b"event: endpoint\ndata: " + endpoint + b"\n\n", "more_body": True})
                 nursery.start_soon(end_on_disconnect, receive, nursery.cancel_scope)
                 nursery.start_soon(end_on, self.stopping, nursery.cancel_scope)
                 nursery.start_soon(session.connection.list_changed, stream.deliver)
