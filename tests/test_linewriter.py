@@ -6,6 +6,7 @@ import os
 
 import pytest
 import trio
+import trio.testing
 
 from tfunnel.proc.linewriter import STALL_S, LineWriter
 
@@ -76,3 +77,48 @@ async def test_a_slow_reader_is_waited_for() -> None:
         assert not writer.broken
         await writer.aclose()
     os.close(read_fd)
+
+
+async def read_exactly(stream: trio.abc.ReceiveStream, size: int, chunk: int = 7) -> bytes:
+    data = b""
+    while len(data) < size:
+        data += await stream.receive_some(min(chunk, size - len(data)))
+    return data
+
+
+async def test_any_send_stream_gets_whole_lines_even_from_a_cancelled_caller() -> None:
+    """On a stream that is not a pipe (here lockstep memory), a caller cancelled after its line
+    began still leaves the whole line, and lines of concurrent writers never interleave."""
+    send, receive = trio.testing.lockstep_stream_pair()
+    writer = LineWriter(send)
+    lines = [b'{"n": %d, "pad": "%s"}\n' % (n, b"x" * 40) for n in range(3)]
+    with trio.fail_after(60):
+        async with trio.open_nursery() as nursery:
+            caller = trio.CancelScope()
+
+            async def write_first() -> None:
+                with caller:
+                    await writer.write(lines[0])
+
+            nursery.start_soon(write_first)
+            head = await receive.receive_some(5)  # the first line has begun
+            caller.cancel()
+            for line in lines[1:]:
+                nursery.start_soon(writer.write, line)
+            received = head + await read_exactly(receive, sum(map(len, lines)) - len(head))
+    assert received.startswith(lines[0]) and not writer.broken
+    assert sorted(received.splitlines(keepends=True)) == sorted(lines)
+
+
+async def test_any_send_stream_that_takes_nothing_breaks_the_writer_after_the_stall_window() -> None:
+    """A client on a non-pipe stream that reads nothing for STALL_S is gone (on_broken once);
+    this and later writes raise instead of waiting forever."""
+    send, _receive = trio.testing.lockstep_stream_pair()
+    broken: list[float] = []
+    writer = LineWriter(send, lambda: broken.append(trio.current_time()), stall_before_first_byte=True)
+    with trio.fail_after(60):
+        with pytest.raises(trio.BrokenResourceError):
+            await writer.write(b"{}\n")
+        with pytest.raises(trio.BrokenResourceError):
+            await writer.write(b"{}\n")
+    assert broken == [STALL_S]

@@ -39,6 +39,11 @@ CASES: list[tuple[str, str, dict[str, Any], str | None, bool, Era | Refusal]] = 
     ("http", "tools/call", {}, "", True, Era.MODERN),
     ("http", "initialize", {"protocolVersion": "2025-06-18"}, "2025-06-18", False, REFUSED),
     ("http", "tools/call", {}, "2025-06-18", False, Era.MODERN),
+    # Streamable HTTP messages without a method (a response, a GET or DELETE): the header alone
+    ("http", "", {}, None, True, Era.LEGACY),
+    ("http", "", {}, "2025-06-18", True, Era.LEGACY),
+    ("http", "", {}, "2026-07-28", True, Era.MODERN),
+    ("http", "", {}, None, False, Era.MODERN),
     # the 2024 SSE transport: no header, the body decides
     ("sse", "initialize", {"protocolVersion": "2024-11-05"}, None, True, Era.LEGACY),
     ("sse", "tools/call", MODERN_META, None, True, Era.MODERN),

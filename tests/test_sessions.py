@@ -7,10 +7,32 @@ import pytest
 import trio
 import trio.testing
 
+from tfunnel.protocol.eras import Era
+from tfunnel.protocol.jsonrpc import Notification, Request
 from tfunnel.protocol.session import ClientSession
+from tfunnel.serve.connection import Connection, Service
 from tfunnel.serve.sessions import SessionStore
+from tfunnel.surface.changes import Changes
 
 pytestmark = pytest.mark.timeout(10)
+
+
+class Unrouted:
+    """A router the store never reaches: these tests exercise only its bookkeeping."""
+
+    async def handle(self, session: ClientSession, request: Request, peer: object = None, *,
+                     era: Era) -> dict[str, object]:
+        raise AssertionError("not routed")
+
+    def notify(self, session: ClientSession, note: Notification) -> None:
+        raise AssertionError("not routed")
+
+    async def end_session(self, session: ClientSession) -> None:
+        raise AssertionError("not routed")
+
+
+def connect(client: ClientSession) -> Connection:
+    return Connection(Service(Unrouted(), Changes(), lambda: True), client, ending=trio.Event())
 
 
 async def test_the_cap_evicts_the_least_recently_used_idle_session_and_ends_it() -> None:
@@ -24,16 +46,16 @@ async def test_the_cap_evicts_the_least_recently_used_idle_session_and_ends_it()
     store = SessionStore(max_sessions=3)
     async with trio.open_nursery() as nursery:
         nursery.start_soon(store.run_ends, end)
-        first, second, third = [s for s in [await store.create() for _ in range(3)] if s is not None]
+        first, second, third = [s for s in [await store.create(connect) for _ in range(3)] if s is not None]
         first.inflight[1] = trio.CancelScope()  # busy: a call is open
         assert store.get(second.client.id) is second  # now third is the least recently used idle
-        fourth = await store.create()
+        fourth = await store.create(connect)
         assert fourth is not None and store.get(third.client.id) is None and third.closed.is_set()
         await trio.testing.wait_all_tasks_blocked()
         assert ended == [third.client.id]
         second.streams = 1
         fourth.inflight[2] = trio.CancelScope()
-        assert await store.create() is None and len(store) == 3
+        assert await store.create(connect) is None and len(store) == 3
         await trio.testing.wait_all_tasks_blocked()
         assert ended == [third.client.id]
         nursery.cancel_scope.cancel()
@@ -50,10 +72,10 @@ async def test_sessions_expired_at_create_are_ended_too() -> None:
     store = SessionStore(idle_expiry_s=60, max_sessions=10)
     async with trio.open_nursery() as nursery:
         nursery.start_soon(store.run_ends, end)
-        old = await store.create()
+        old = await store.create(connect)
         assert old is not None
         await trio.sleep(61)
-        assert await store.create() is not None
+        assert await store.create(connect) is not None
         await trio.testing.wait_all_tasks_blocked()
         assert ended == [old.client.id] and len(store) == 1
         assert trio.current_time() == 61

@@ -227,7 +227,8 @@ async def run_stdio(gateway: Gateway) -> int:
     live = gateway.live
     limits = live.settings.limits
     server = StdioServer(gateway.router, live.tools_changed,
-                         max_message_bytes=limits.max_message_bytes, grace_s=limits.shutdown_grace_s)
+                         max_message_bytes=limits.max_message_bytes, grace_s=limits.shutdown_grace_s,
+                         serve_legacy=lambda: live.settings.serve_legacy)
     signals = Signals(gateway)
     async with reaping(), running(gateway) as nursery:
         signals.on_stop = nursery.cancel_scope.cancel

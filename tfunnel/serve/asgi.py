@@ -31,33 +31,23 @@ class ChannelPeer:
     requests, answered by the client's POSTs; without it `ask` falls back."""
 
     def __init__(self, channel: trio.MemorySendChannel[dict[str, Any]] | None, ending: trio.Event,
-                 outbound: OutboundRequests | None = None, *, stream: Stream | None = None) -> None:
+                 outbound: OutboundRequests | None = None) -> None:
         self._channel = channel
         self.ending = ending
         self._outbound = outbound
         self.can_request = channel is not None and outbound is not None
-        # With `stream` the channel is a whole session's (the 2024 HTTP+SSE stream): a client that
-        # stops reading it is disconnected instead of being waited for (`Stream.deliver`).
-        self._stream = stream
 
     async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         if self._channel is None or self._outbound is None:
             raise NotImplementedError("this HTTP request has no stream for server-to-client requests")
-        return await self._outbound.request(method, params, self._send, self._put)
+        return await self._outbound.request(method, params, self._channel.send, self._put)
 
     def notify_nowait(self, method: str, params: dict[str, Any]) -> None:
         self._put(jsonrpc.notification_message(method, params))
 
     async def notify(self, method: str, params: dict[str, Any]) -> None:
         if self._channel is not None:
-            await self._send(jsonrpc.notification_message(method, params))
-
-    async def _send(self, message: dict[str, Any]) -> None:
-        assert self._channel is not None
-        if self._stream is None:
-            await self._channel.send(message)
-        else:
-            await self._stream.deliver(message)
+            await self._channel.send(jsonrpc.notification_message(method, params))
 
     def _put(self, message: dict[str, Any]) -> None:
         if self._channel is None:
@@ -70,7 +60,8 @@ class ChannelPeer:
 
 class Stream:
     """A session's outbound queue and the task that writes it to the client: whether that task is
-    stuck in a write (the client stopped reading) or merely behind (a burst it is draining)."""
+    stuck in a write (the client stopped reading) or merely behind (a burst it is draining). It is
+    the reply channel of a 2024 SSE session's connection (`send`, `send_nowait`)."""
 
     # A write that has not completed for this long while the queue is full means the client is
     # not reading: waiting longer would only hold more answers in memory for it.
@@ -106,6 +97,16 @@ class Stream:
                 await trio.sleep(0.05)
             except (trio.ClosedResourceError, trio.BrokenResourceError):
                 return  # the stream has ended already
+
+    async def send(self, message: dict[str, Any]) -> None:
+        await self.deliver(message)
+
+    def send_nowait(self, message: dict[str, Any]) -> None:
+        """Queue `message` if there is room; dropped otherwise (progress is lossy)."""
+        try:
+            self.channel.send_nowait(message)
+        except (trio.WouldBlock, trio.ClosedResourceError, trio.BrokenResourceError):
+            log.debug("message dropped", method=message.get("method"))
 
 
 async def lifespan(receive: Receive, send: Send) -> None:

@@ -24,12 +24,13 @@ from tfunnel.errors import ProtocolError
 from tfunnel.home.live import Live
 from tfunnel.observe.observer import CallTally
 from tfunnel.protocol import jsonrpc, modern
-from tfunnel.protocol.eras import LEGACY_VERSIONS, MODERN_VERSIONS, Era, classify
+from tfunnel.protocol.eras import LEGACY_VERSIONS, MODERN_VERSIONS, Era
 from tfunnel.protocol.headers import check_modern_headers, check_param_headers
 from tfunnel.protocol.jsonrpc import Notification, Request
 from tfunnel.protocol.modern import HEADER_MISMATCH
 from tfunnel.protocol.session import ClientSession
-from tfunnel.route.router import Router
+from tfunnel.route import Router
+from tfunnel.route.eras import Refusal
 from tfunnel.serve import health
 from tfunnel.serve.asgi import (
     SSE_HEADERS,
@@ -47,6 +48,7 @@ from tfunnel.serve.asgi import (
     rpc_error,
     sse,
 )
+from tfunnel.serve.connection import Connection, Service
 from tfunnel.serve.loopback import is_loopback_authority, is_loopback_origin
 from tfunnel.serve.metrics import Metrics
 from tfunnel.serve.sessions import HttpSession, SessionStore
@@ -88,7 +90,10 @@ class HttpApp:
         self.max_requests = limits.max_http_requests
         self.body_timeout_s = limits.body_read_timeout_s
         self.write_timeout_s = limits.write_timeout_s
-        self.legacy_sse = LegacySse(router, live, sessions, self.stopping, BODY_CAP, self.body_timeout_s)
+        # One connection core for every session and request; the metrics observe each request.
+        self.service = Service(router, live.tools_changed, lambda: live.settings.serve_legacy, metrics)
+        self.legacy_sse = LegacySse(self.service, router.end_session, sessions, self.stopping, BODY_CAP,
+                                    self.body_timeout_s)
         self._active = 0
         self._drained = trio.Event()  # set once stopping and no MCP request is left
         self._started_at = time.monotonic()
@@ -194,49 +199,43 @@ class HttpApp:
         message = await read_message(receive, send, BODY_CAP, self.body_timeout_s)
         if message is None:
             return
-        if (isinstance(message, Request) and message.method == "initialize"
-                and not self._modern_header(headers)):
-            await self._initialize(message, send)
-            return
-        if self._is_modern(headers, message):
-            if isinstance(message, Request):
-                await self._modern(headers, message, receive, send)
-            else:  # a notification (HTTP cancels by closing the stream) or a stray response
+        # Per request (PROTOCOL.md §9): the body's `_meta` version, or a non-legacy header.
+        era = self.service.era(message, headers.get("mcp-protocol-version"))
+        if not isinstance(message, Request):
+            if era is not Era.LEGACY:  # modern: HTTP cancels by closing the stream; answers are stray
                 await plain(send, 202, b"")
+                return
+        elif isinstance(era, Refusal):  # a legacy initialize at a modern-only gateway
+            await self._exchange(self._stateless(), message, receive, send, era=era)
+            return
+        elif era is Era.MODERN:
+            await self._modern(headers, message, receive, send)
+            return
+        elif message.method == "initialize":
+            await self._initialize(message, send)
             return
         session = await self._session(headers, send)
         if session is None:
             return
-        if isinstance(message, Request) and self.stopping.is_set():
+        if not isinstance(message, Request):
+            if isinstance(message, Notification):
+                session.connection.notification(message)  # a cancel targets this session's call
+            else:
+                session.connection.response(message)  # the client's answer to one of our requests
+            await plain(send, 202, b"")
+            return
+        if self.stopping.is_set():
             await _stopping(send)  # no new work while draining; notifications and answers pass
             return
-        if isinstance(message, Notification):
-            session.notification(self.router, message)
-            await plain(send, 202, b"")
-        elif isinstance(message, Request):
-            if message.id in session.inflight:
-                await rpc_error(send, 400, message.id, jsonrpc.INVALID_REQUEST, "id is already in flight")
-                return
-            await self._exchange(session.client, message, receive, send, session)
-        else:
-            session.outbound.resolve(message)  # the client's answer to one of our requests
-            await plain(send, 202, b"")
+        refused = session.connection.admit(message)
+        if refused is not None:
+            await json_response(send, 400, refused)
+            return
+        await self._exchange(session.connection, message, receive, send, session, era=Era.LEGACY)
 
-    def _is_modern(self, headers: dict[str, str], message: Request | Notification | object) -> bool:
-        """Per request (PROTOCOL.md §9): the body's `_meta` version, or a non-legacy header; a
-        modern-only gateway takes everything but `initialize` down the modern path."""
-        if not self.live.settings.serve_legacy:
-            return True
-        if isinstance(message, Request | Notification) and \
-                classify(message.method, message.params) is Era.MODERN:
-            return True
-        return self._modern_header(headers)
-
-    @staticmethod
-    def _modern_header(headers: dict[str, str]) -> bool:
-        """A version header outside the legacy list: the modern era (where `initialize` is -32601)."""
-        version = headers.get("mcp-protocol-version")
-        return version is not None and version.strip() not in LEGACY_VERSIONS
+    def _stateless(self) -> Connection:
+        """The connection of one modern request: no session is minted or consulted."""
+        return Connection(self.service, ClientSession(id="modern"), ending=self.stopping, bind_session=False)
 
     async def _modern(self, headers: dict[str, str], request: Request, receive: Receive, send: Send) -> None:
         """A stateless request: no session is minted or consulted (`Mcp-Session-Id` is ignored)."""
@@ -252,28 +251,30 @@ class HttpApp:
             await json_response(send, modern.http_status(exc.code),
                                 jsonrpc.error_message(request.id, exc.code, exc.message, exc.data))
             return
-        await self._exchange(ClientSession(id="modern"), request, receive, send, era=Era.MODERN)
+        await self._exchange(self._stateless(), request, receive, send, era=Era.MODERN)
 
     async def _initialize(self, request: Request, send: Send) -> None:
-        session = await self.sessions.create()
+        session = await self.sessions.create(self._connect)
         if session is None:
             await rpc_error(send, 503, request.id, jsonrpc.INTERNAL_ERROR,
                             "Too many sessions: every session has a call or stream open")
             return
-        # Busy while it initializes (SessionStart hooks may take a while): another initialize at
-        # the cap must not evict a session before its client has even heard its id.
-        session.inflight[request.id] = trio.CancelScope()
-        try:
-            reply = await self.router.respond(session.client, request)
-        finally:
-            del session.inflight[request.id]
-        if "error" in reply:
+        # In flight while it initializes, so busy (SessionStart hooks may take a while): another
+        # initialize at the cap must not evict a session before its client has even heard its id.
+        reply = await session.connection.answer(request, None, era=Era.LEGACY)
+        if reply is None or "error" in reply:
             self.sessions.remove(session.client.id)
-            # A modern-only gateway answers `initialize` as the modern era answers errors.
-            legacy = self.live.settings.serve_legacy
-            await json_response(send, 200 if legacy else modern.http_status(reply["error"]["code"]), reply)
+        if reply is None:  # the session was closed under it (the gateway is stopping)
+            await _stopping(send)
+            return
+        if "error" in reply:
+            await json_response(send, 200, reply)
             return
         await json_response(send, 200, reply, [(b"mcp-session-id", session.client.id.encode())])
+
+    def _connect(self, client: ClientSession) -> Connection:
+        # A Streamable HTTP session answers each request on that request's own response.
+        return Connection(self.service, client, ending=self.stopping)
 
     async def _session(self, headers: dict[str, str], send: Send) -> HttpSession | None:
         session_id = headers.get("mcp-session-id")
@@ -292,22 +293,20 @@ class HttpApp:
             return None
         return session
 
-    async def _exchange(self, client: ClientSession, request: Request, receive: Receive, send: Send,
-                        session: HttpSession | None = None, *, era: Era | None = None) -> None:
+    async def _exchange(self, connection: Connection, request: Request, receive: Receive, send: Send,
+                        session: HttpSession | None = None, *, era: Era | Refusal) -> None:
         """Answer one request: JSON, or SSE when it streams (progress, listen, or a legacy
         session's call that may ask the client something). A client that disconnects cancels the
         call through the tree and gets nothing."""
+        client = connection.session
         meta = request.params.get("_meta")
         asks = session is not None and request.method == "tools/call" and any(
             isinstance(client.capabilities.get(c), dict) for c in ("elicitation", "sampling", "roots"))
         streamed = asks or (isinstance(meta, dict) and "progressToken" in meta) or \
             request.method == "subscriptions/listen"
         out, queued = trio.open_memory_channel[dict[str, Any]](64) if streamed else (None, None)
-        peer = ChannelPeer(out, self.stopping, session.outbound if session is not None else None)
-        inflight = session.inflight if session is not None else None
+        peer = ChannelPeer(out, self.stopping, connection.outbound if session is not None else None)
         scope = trio.CancelScope()
-        if inflight is not None:
-            inflight[request.id] = scope
         reply: dict[str, Any] | None = None
         stream = EventStream(send)
         try:
@@ -316,8 +315,7 @@ class HttpApp:
                                    "client disconnected; cancelling its call")
                 if queued is not None:
                     nursery.start_soon(stream.pump, queued)
-                with scope:
-                    reply = await self.router.respond(client, request, peer, era=era)
+                reply = await connection.answer(request, peer, era=era, scope=scope)
                 if out is not None:
                     await out.aclose()  # the stream task writes what is queued, then ends
                     await stream.done.wait()
@@ -325,8 +323,6 @@ class HttpApp:
                     reply = None  # cancelled: nothing is sent for it
                 nursery.cancel_scope.cancel()
         finally:
-            if inflight is not None:
-                del inflight[request.id]
             if session is not None:
                 self.sessions.touch(session.client.id)  # used until now, not since it began
         if stream.started:
@@ -335,7 +331,8 @@ class HttpApp:
             await send({"type": "http.response.body", "body": b""})
         elif reply is not None:
             error = reply.get("error")
-            status = modern.http_status(error["code"]) if error and era is Era.MODERN else 200
+            # Errors of the modern era (and refusals of a modern-only gateway) carry an HTTP status.
+            status = modern.http_status(error["code"]) if error and era is not Era.LEGACY else 200
             await json_response(send, status, reply)
         else:
             # Cancelled (by notifications/cancelled, or the client left): no JSON-RPC response is
@@ -346,7 +343,7 @@ class HttpApp:
     async def _legacy_only(self, headers: dict[str, str], send: Send) -> bool:
         """GET and DELETE exist only for legacy sessions: a modern client or a modern-only
         gateway gets 405 (PROTOCOL.md §3.6)."""
-        if self._is_modern(headers, None):
+        if self.service.era(None, headers.get("mcp-protocol-version")) is Era.MODERN:
             await rpc_error(send, 405, None, jsonrpc.INVALID_REQUEST,
                             "Method Not Allowed: modern MCP is POST only", [(b"allow", b"POST")])
             return True
@@ -369,23 +366,25 @@ class HttpApp:
                 nursery.start_soon(end_on_disconnect, receive, nursery.cancel_scope)
                 nursery.start_soon(end_on, self.stopping, nursery.cancel_scope)
                 nursery.start_soon(end_on, session.closed, nursery.cancel_scope)
-                await self._notifications(session, send)
+                await self._notifications(session.connection, send)
             with trio.CancelScope(shield=True), trio.move_on_after(1):
                 await send({"type": "http.response.body", "body": b""})
         finally:
             session.streams -= 1
             self.sessions.touch(session.client.id)
 
-    async def _notifications(self, session: HttpSession, send: Send) -> None:
-        changes = self.live.tools_changed
-        seen = changes.version
-        while True:
-            with trio.move_on_after(KEEPALIVE_S):
-                seen = await changes.next_burst(seen)
-                note = jsonrpc.notification_message("notifications/tools/list_changed")
-                await send({"type": "http.response.body", "body": sse(note), "more_body": True})
-                continue
+    @staticmethod
+    async def _notifications(connection: Connection, send: Send) -> None:
+        async def deliver(note: dict[str, Any]) -> None:
+            await send({"type": "http.response.body", "body": sse(note), "more_body": True})
+
+        async def keep_alive() -> None:
             await send({"type": "http.response.body", "body": b": keep-alive\n\n", "more_body": True})
+
+        # A GET stream is opened by a client that holds its session id: initialized or not, it
+        # hears of every change.
+        await connection.list_changed(deliver, initialized_only=False, idle_s=KEEPALIVE_S,
+                                      on_idle=keep_alive)
 
     async def _delete(self, headers: dict[str, str], receive: Receive, send: Send) -> None:
         if await self._legacy_only(headers, send):

@@ -15,10 +15,8 @@ import structlog
 import trio
 
 from tfunnel.protocol import jsonrpc
-from tfunnel.protocol.jsonrpc import Notification
 from tfunnel.protocol.session import ClientSession
-from tfunnel.route.router import Router
-from tfunnel.serve.outbound import OutboundRequests
+from tfunnel.serve.connection import Connection
 
 # A session nobody has used for this long is forgotten (its client must initialize again).
 IDLE_EXPIRY_S = 30 * 60.0
@@ -35,31 +33,26 @@ log = structlog.get_logger("tfunnel.http")
 
 @dataclass
 class HttpSession:
-    client: ClientSession
+    """A session as the store keeps it: its connection (the MCP state), when it was last used,
+    its open GET streams, and `closed` (set once the store forgot it)."""
+
+    connection: Connection
     last_seen: float
-    inflight: dict[jsonrpc.RequestId, trio.CancelScope] = field(default_factory=dict)
-    streams: int = 0  # open GET notification streams
+    streams: int = 0  # open GET notification streams (or the 2024 SSE stream)
     closed: trio.Event = field(default_factory=trio.Event)
-    outbound: OutboundRequests = field(default_factory=OutboundRequests)  # requests to the client
+
+    @property
+    def client(self) -> ClientSession:
+        return self.connection.session
+
+    @property
+    def inflight(self) -> dict[jsonrpc.RequestId, trio.CancelScope]:
+        return self.connection.inflight
 
     @property
     def busy(self) -> bool:
         """A call or a stream is open: the session is in use, whatever its last request."""
         return bool(self.inflight) or self.streams > 0
-
-    def cancel_all(self) -> None:
-        for scope in self.inflight.values():
-            scope.cancel()
-
-    def notification(self, router: Router, note: Notification) -> None:
-        """A client notification: a cancel targets this session's call; the rest go to the router."""
-        if note.method == "notifications/cancelled":
-            request_id = note.params.get("requestId")
-            scope = self.inflight.get(request_id) if isinstance(request_id, str | int) else None
-            if scope is not None:
-                scope.cancel()
-            return
-        router.notify(self.client, note)
 
 
 class SessionStore:
@@ -75,11 +68,12 @@ class SessionStore:
     def streams(self) -> int:
         return sum(s.streams for s in self._sessions.values())
 
-    async def create(self) -> HttpSession | None:
-        """A new session with a secure random id. Sessions idle past the expiry are forgotten
-        first; when the store is still full, the least recently used idle session (no call or
-        stream open) is evicted to make room (its client gets 404 and initializes again). None
-        when every session is busy. Every session forgotten here goes to `run_ends`."""
+    async def create(self, connect: Callable[[ClientSession], Connection]) -> HttpSession | None:
+        """A new session with a secure random id, its connection made by `connect`. Sessions
+        idle past the expiry are forgotten first; when the store is still full, the least
+        recently used idle session (no call or stream open) is evicted to make room (its client
+        gets 404 and initializes again). None when every session is busy. Every session
+        forgotten here goes to `run_ends`."""
         forgotten = self._forget_expired()
         if len(self._sessions) >= self.max_sessions:
             victim = next((s for s in self._sessions.values() if not s.busy), None)
@@ -91,7 +85,7 @@ class SessionStore:
             self.remove(victim.client.id)
             forgotten.append(victim)
         session_id = secrets.token_urlsafe(32)  # visible ASCII, unguessable
-        session = HttpSession(ClientSession(id=session_id), trio.current_time())
+        session = HttpSession(connect(ClientSession(id=session_id)), trio.current_time())
         self._sessions[session_id] = session
         await self._hand_over(forgotten)
         return session
@@ -112,7 +106,7 @@ class SessionStore:
         """Forget a session and cancel its calls; ending it (Stop hooks) is the caller's part."""
         session = self._sessions.pop(session_id, None)
         if session is not None:
-            session.cancel_all()
+            session.connection.cancel_all()
             session.closed.set()
         return session
 

@@ -2,36 +2,37 @@
 POST endpoint), `POST /messages?session_id=...` carries client messages (202), and every answer
 travels back on the stream. Kept for old clients; Streamable HTTP is the current transport.
 
-The stream's task hosts the session's requests: when the client goes away, its calls are
-cancelled through the tree and the session is forgotten.
+The stream's task hosts the session's requests, which its connection (`serve.connection`) runs
+and answers on the stream: when the client goes away, its calls are cancelled through the tree
+and the session is forgotten.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import structlog
 import trio
 
-from tfunnel.home.live import Live
 from tfunnel.protocol import jsonrpc
-from tfunnel.protocol.jsonrpc import Notification, Request
-from tfunnel.route.router import Router
+from tfunnel.protocol.jsonrpc import Request
+from tfunnel.protocol.session import ClientSession
 from tfunnel.serve.asgi import (
     SSE_HEADERS,
-    ChannelPeer,
     Receive,
     Send,
     Stream,
     end_on,
     end_on_disconnect,
+    json_response,
     plain,
     read_message,
     rpc_error,
     sse,
 )
-from tfunnel.serve.sessions import HttpSession, SessionStore
+from tfunnel.serve.connection import Connection, Service
+from tfunnel.serve.sessions import SessionStore
 
 log = structlog.get_logger("tfunnel.http")
 
@@ -42,10 +43,10 @@ QUEUE = 64
 
 
 class LegacySse:
-    def __init__(self, router: Router, live: Live, sessions: SessionStore, stopping: trio.Event,
-                 body_cap: int, body_timeout_s: float) -> None:
-        self.router = router
-        self.live = live
+    def __init__(self, service: Service, end_session: Callable[[ClientSession], Awaitable[None]],
+                 sessions: SessionStore, stopping: trio.Event, body_cap: int, body_timeout_s: float) -> None:
+        self.service = service
+        self.end_session = end_session
         self.sessions = sessions
         self.stopping = stopping
         self.body_cap = body_cap
@@ -55,7 +56,7 @@ class LegacySse:
 
     async def stream(self, receive: Receive, send: Send) -> None:
         """`GET /sse`: a new session whose answers and notifications all flow here."""
-        session = await self.sessions.create()
+        session = await self.sessions.create(self._connect)
         if session is None:
             await rpc_error(send, 503, None, jsonrpc.INTERNAL_ERROR, "Too many sessions")
             return
@@ -63,23 +64,25 @@ class LegacySse:
         queue, queued = trio.open_memory_channel[dict[str, Any]](QUEUE)
         session.streams += 1
         try:
-            await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
-            endpoint = f"/messages?session_id={session_id}".encode()
-            await send({"type": "http.response.body", "body": b"event: endpoint\ndata: " + endpoint + b"\n\n",
-                        "more_body": True})
             async with trio.open_nursery() as nursery:
                 stream = Stream(queue, self._hang_up(session_id, nursery))
+                session.connection.attach(stream)
+                # Registered before the client hears the endpoint, so its first POST finds it.
                 self._streams[session_id] = (stream, nursery)
+                await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
+                endpoint = f"/messages?session_id={session_id}".encode()
+                await send({"type": "http.response.body",
+                            "body": b"event: endpoint\ndata: " + endpoint + b"\n\n", "more_body": True})
                 nursery.start_soon(end_on_disconnect, receive, nursery.cancel_scope)
                 nursery.start_soon(end_on, self.stopping, nursery.cancel_scope)
-                nursery.start_soon(self._list_changed, session, stream)
+                nursery.start_soon(session.connection.list_changed, stream.deliver)
                 await self._pump(queued, stream, send)
         finally:
             self._streams.pop(session_id, None)
             session.streams -= 1
             self.sessions.remove(session_id)
             with trio.CancelScope(shield=True):
-                await self.router.end_session(session.client)
+                await self.end_session(session.client)
             log.info("HTTP+SSE session ended", session=session_id)
 
     async def post(self, query: str, receive: Receive, send: Send) -> None:
@@ -93,19 +96,19 @@ class LegacySse:
         message = await read_message(receive, send, self.body_cap, self.body_timeout_s)
         if message is None:
             return
-        session_stream, nursery = stream
+        _, nursery = stream
         if isinstance(message, Request):
-            if message.id in session.inflight:
-                await rpc_error(send, 400, message.id, jsonrpc.INVALID_REQUEST, "id is already in flight")
+            refused = session.connection.start(message, nursery)  # answered on the stream
+            if refused is not None:
+                await json_response(send, 400, refused)
                 return
-            scope = trio.CancelScope()
-            session.inflight[message.id] = scope
-            nursery.start_soon(self._run, session, message, scope, session_stream)
-        elif isinstance(message, Notification):
-            session.notification(self.router, message)
         else:
-            session.outbound.resolve(message)  # the client's answer to one of our requests
+            await session.connection.receive(message, nursery)
         await plain(send, 202, b"Accepted")
+
+    def _connect(self, client: ClientSession) -> Connection:
+        # The reply channel is attached when the stream opens, just after the session exists.
+        return Connection(self.service, client, ending=self.stopping)
 
     def _hang_up(self, session_id: str, nursery: trio.Nursery) -> Callable[[], None]:
         """What ends a session whose client stopped reading: gone at once for its POSTs (404),
@@ -116,24 +119,6 @@ class LegacySse:
             self.sessions.remove(session_id)
             nursery.cancel_scope.cancel()
         return hang_up
-
-    async def _run(self, session: HttpSession, request: Request, scope: trio.CancelScope,
-                   stream: Stream) -> None:
-        with scope:
-            try:
-                peer = ChannelPeer(stream.channel, self.stopping, session.outbound, stream=stream)
-                reply = await self.router.respond(session.client, request, peer)
-            finally:
-                del session.inflight[request.id]
-            if not scope.cancel_called:
-                await stream.deliver(reply)
-
-    async def _list_changed(self, session: HttpSession, stream: Stream) -> None:
-        changes = self.live.tools_changed
-        seen = changes.version
-        while True:
-            seen = await changes.next_burst(seen, relevant=lambda: session.client.initialized)
-            await stream.deliver(jsonrpc.notification_message("notifications/tools/list_changed"))
 
     @staticmethod
     async def _pump(queued: trio.MemoryReceiveChannel[dict[str, Any]], stream: Stream, send: Send) -> None:
