@@ -19,6 +19,7 @@ from typing import Any
 
 import tfunnel.proc.linewriter as linewriter
 import tfunnel.route.router as router
+import tfunnel.serve.connection as connection
 import tfunnel.serve.stdio as stdio
 import tfunnel.surface.service as service
 import tfunnel.upstream.session as session
@@ -56,7 +57,7 @@ def _feed_marked(self: Any, data: Any) -> Any:
 
 session.ClientCore.feed = _feed_marked  # type: ignore[method-assign]
 _wrap(stdio.StdioServer, "_dispatch", "line in")
-_wrap(stdio.StdioServer, "_handle", "request task runs")
+_wrap(connection.Connection, "_run", "request task runs")
 _wrap(router.Router, "handle", "router")
 _wrap(service.Surface, "call", "surface")
 _wrap(service.Surface, "_run_upstream", "upstream tool")

@@ -114,17 +114,6 @@ async def test_each_method_in_each_era(tmp_path: Path, method: str, params: dict
     assert tools.calls == ([("t", {})] if expected == RAN else [])
 
 
-async def test_without_era_the_router_uses_the_one_rule(tmp_path: Path) -> None:
-    """No era from the transport: a request with the modern `_meta` is modern, one without is
-    legacy (ping answers only there)."""
-    gateway = router(tmp_path, FakeTools())
-    with trio.fail_after(10):
-        assert await gateway.handle(ClientSession("s"), Request(1, "ping", {})) == {}
-        with pytest.raises(ProtocolError) as modern:
-            await gateway.handle(ClientSession("s"), Request(2, "ping", {"_meta": META}))
-    assert modern.value.code == METHOD_NOT_FOUND
-
-
 # --------------------------------------------------------------------------- the gate's ask (MRTR)
 
 
@@ -148,14 +137,14 @@ async def test_a_modern_ask_is_a_value_sealed_into_input_required(home: Path, tm
     params = {"name": "toolfunnel_run_tool", "arguments": {"name": "danger", "args": {}}, "_meta": ASKING}
     gateway = router(tmp_path, surface)
     with trio.fail_after(30):
-        first = await gateway.handle(ClientSession("s"), Request(1, "tools/call", params))
+        first = await gateway.handle(ClientSession("s"), Request(1, "tools/call", params), era=Era.MODERN)
         assert first["resultType"] == "input_required" and not danger_log.exists()
         (key, question), = first["inputRequests"].items()
         assert key.startswith(CONFIRM_PREFIX) and question["method"] == "elicitation/create"
         assert question["params"]["message"].startswith("Danger ahead")
         retry = {**params, "requestState": first["requestState"],
                  "inputResponses": {key: {"action": "accept"}}}
-        done = await gateway.handle(ClientSession("s"), Request(2, "tools/call", retry))
+        done = await gateway.handle(ClientSession("s"), Request(2, "tools/call", retry), era=Era.MODERN)
     assert done["resultType"] == "complete" and not done.get("isError"), done
     assert danger_log.exists()
 

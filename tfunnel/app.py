@@ -91,7 +91,7 @@ def build(home: Path, environ: Mapping[str, str] | None = None, observer: Observ
     # A call without a client (the CLI's) is asked nothing: an upstream's questions are declined.
     surface = Surface(lambda: live.catalog, lambda: gate, runner, supervisor, audit, observer,
                       default_channel=LegacyChannel({}, None, {}))
-    router = Router(lambda: live.settings, surface, gate, audit, observer, tools_changed=live.tools_changed)
+    router = Router(lambda: live.settings, surface, gate, audit, tools_changed=live.tools_changed)
     return Gateway(home, live, audit, gate, supervisor, surface, router, read_as)
 
 

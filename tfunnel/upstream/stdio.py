@@ -59,28 +59,21 @@ class StderrTail:
 
 class NdjsonStream:
     """`Messages` as newline-delimited JSON over a byte-stream pair, lines capped at
-    `max_line_bytes`. On a pipe, writes go through a `LineWriter` (a cancelled sender never
-    leaves half a line; no writer task in between); elsewhere (memory streams in tests) under a
-    lock."""
+    `max_line_bytes`. Writes go through a `LineWriter` (a cancelled sender never leaves half a
+    line; on a pipe, no writer task in between)."""
 
     def __init__(self, send: trio.abc.SendStream, receive: trio.abc.ReceiveStream, *,
                  max_line_bytes: int, upstream_id: str) -> None:
         self._upstream_id = upstream_id
-        self._send_stream = send
         self._receive = receive
-        self._writer = LineWriter(send) if isinstance(send, trio.lowlevel.FdStream) else None
-        self._send_lock = trio.StrictFIFOLock()
+        self._writer = LineWriter(send)
         self._lines = LineReader(max_line_bytes)
         self._ready: collections.deque[Received] = collections.deque()
         self._eof = False
 
     async def send(self, message: bytes) -> None:
         try:
-            if self._writer is not None:
-                await self._writer.write(message)
-            else:
-                async with self._send_lock:
-                    await self._send_stream.send_all(message)
+            await self._writer.write(message)
         except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
             raise UpstreamError(f"upstream {self._upstream_id!r} is not reading its input") from exc
 
@@ -102,10 +95,7 @@ class NdjsonStream:
     async def close_input(self) -> None:
         """Close the sending side (the first step of the stdio shutdown), through the writer that
         owns it."""
-        if self._writer is not None:
-            await self._writer.aclose()
-        else:
-            await self._send_stream.aclose()
+        await self._writer.aclose()
 
 
 class StdioStream:
