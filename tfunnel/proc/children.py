@@ -9,6 +9,7 @@ whole process group is gone and reaped before `run_child` (or `stop_child`) retu
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import resource
 import signal
@@ -59,11 +60,16 @@ def keep_child_nofile(limits: tuple[int, int]) -> None:
     _child_nofile = limits
 
 
-def limit_child(pid: int) -> None:
-    """Give a child we just started the open-files limit children run with (if one was kept)."""
-    if _child_nofile is not None:
-        with contextlib.suppress(OSError, ValueError):
-            resource.prlimit(pid, resource.RLIMIT_NOFILE, _child_nofile)
+def _child_limits() -> Callable[[], None] | None:
+    """What a new child runs before it executes its program: take the open-files limit children
+    run with, when the gateway's own differs. Set inside the child, before `exec`, so the program
+    never runs a single instruction with ours (setting it from outside after the spawn would race
+    a child that reads its limit at once). Only `setrlimit` runs there: no lock, no allocation
+    that another thread of ours could hold at the fork."""
+    wanted = _child_nofile
+    if wanted is None or resource.getrlimit(resource.RLIMIT_NOFILE) == wanted:
+        return None
+    return functools.partial(resource.setrlimit, resource.RLIMIT_NOFILE, wanted)
 
 
 @dataclass(frozen=True)
@@ -115,9 +121,8 @@ async def start_child(argv: Sequence[str], *, cwd: str, run: RunScope) -> trio.P
     with REAPER.spawning():
         proc = await trio.lowlevel.open_process(
             list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            cwd=cwd, env=run.env, start_new_session=True)
+            cwd=cwd, env=run.env, start_new_session=True, preexec_fn=_child_limits())
         run.started(proc.pid)
-    limit_child(proc.pid)
     return proc
 
 
