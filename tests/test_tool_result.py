@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -259,7 +260,7 @@ def test_invoke_argv(script_home: Path) -> None:
 def test_an_upstream_results_meta_is_kept_without_its_protocol_keys(meta: object, kept: object) -> None:
     """`from_wire` keeps the upstream's own `_meta` keys and `to_wire` sends them; the keys the
     protocol owns describe the upstream's hop and are dropped."""
-    wire: dict[str, object] = {"content": text("hi"), "isError": False}
+    wire: dict[str, object] = {"content": text("hi")}
     if meta is not None:
         wire["_meta"] = meta
     result = ToolResult.from_wire(wire)
@@ -277,3 +278,47 @@ def test_on_a_modern_result_our_server_info_sits_beside_the_upstreams_meta() -> 
     out = complete(upstream.to_wire(), "tools/call", {"name": "tfunnel", "version": "1"})
     assert out["_meta"] == {"example.com/trace": "t1",
                             "io.modelcontextprotocol/serverInfo": {"name": "tfunnel", "version": "1"}}
+
+
+VERBATIM = [
+    {"content": [{"type": "text", "text": "hi"}]},
+    {"content": [], "isError": False},
+    {"content": [{"type": "text", "text": "x"}], "structuredContent": {"n": 1}, "isError": True},
+    {"content": [{"type": "text", "text": "x"}], "_meta": {"trace": "abc"}},
+]
+REBUILT = [
+    # (what the upstream sent, what the client must get)
+    ({"content": [{"type": "text", "text": "x"}], "resultType": "complete", "ttlMs": 5},
+     {"content": [{"type": "text", "text": "x"}]}),
+    ({"content": [{"type": "text", "text": "x"}, "junk"]}, {"content": [{"type": "text", "text": "x"}]}),
+    ({"content": [], "structuredContent": [1]}, {"content": []}),
+    ({"content": [], "isError": "yes"}, {"content": []}),
+    ({"content": [], "_meta": {"io.modelcontextprotocol/x": 1, "k": 2}}, {"content": [], "_meta": {"k": 2}}),
+    ({"content": [], "_meta": {}}, {"content": []}),
+    ({"content": "text"}, {"content": []}),
+]
+
+
+@pytest.mark.parametrize("wire", VERBATIM)
+def test_an_upstream_result_that_needs_no_change_is_sent_as_it_came(wire: dict[str, object]) -> None:
+    """The forwarded hot path rebuilds nothing: a result with only the known, well-formed
+    fields goes back to the client as the very object that arrived."""
+    assert ToolResult.from_wire(wire).to_wire() is wire
+
+
+@pytest.mark.parametrize(("wire", "expected"), REBUILT)
+def test_an_upstream_result_with_anything_else_is_rebuilt_without_it(
+        wire: dict[str, object], expected: dict[str, object]) -> None:
+    """Unknown fields, malformed ones and the upstream's protocol `_meta` keys never reach the
+    client: such a result is rebuilt from what was read."""
+    assert ToolResult.from_wire(wire).to_wire() == expected
+
+
+def test_a_changed_result_is_rebuilt_not_sent_stale() -> None:
+    """A result the gate changed (PreToolUse additionalContext appended) carries the change:
+    the upstream's original object is not reused for it."""
+    wire = {"content": [{"type": "text", "text": "x"}]}
+    changed = dataclasses.replace(ToolResult.from_wire(wire),
+                                  content=({"type": "text", "text": "x"}, {"type": "text", "text": "ctx"}))
+    assert changed.to_wire() == {"content": [{"type": "text", "text": "x"}, {"type": "text", "text": "ctx"}]}
+    assert wire == {"content": [{"type": "text", "text": "x"}]}

@@ -8,6 +8,8 @@ from typing import Any
 
 # The `_meta` keys the protocol owns; each hop sets its own.
 PROTOCOL_META_PREFIX = "io.modelcontextprotocol/"
+# The fields of a `CallToolResult` we pass on; a result with any other is rebuilt without it.
+_RESULT_KEYS = frozenset({"content", "structuredContent", "isError", "_meta"})
 
 
 @dataclass(frozen=True)
@@ -37,14 +39,24 @@ class ToolResult:
         meta = wire.get("_meta")
         kept = {k: v for k, v in meta.items() if not str(k).startswith(PROTOCOL_META_PREFIX)} \
             if isinstance(meta, dict) else {}
-        return cls(content=blocks, structured=structured if isinstance(structured, dict) else None,
-                   is_error=wire.get("isError") is True, meta=kept or None)
+        result = cls(content=blocks, structured=structured if isinstance(structured, dict) else None,
+                     is_error=wire.get("isError") is True, meta=kept or None)
+        if _verbatim(wire, blocks, kept):
+            # Sent on as it came (`to_wire`): the forwarded hot path rebuilds nothing. Not a field:
+            # `dataclasses.replace` (the gate adding context) makes a result without it.
+            object.__setattr__(result, "_wire", wire)
+        return result
 
     @classmethod
     def failure(cls, message: str, *, denied: bool = False) -> ToolResult:
         return cls(content=({"type": "text", "text": message},), is_error=True, denied=denied)
 
     def to_wire(self) -> dict[str, Any]:
+        """The result on the wire. For an upstream's result that needed no change, the very dict
+        it arrived as: callers read it, never change it."""
+        verbatim: dict[str, Any] | None = self.__dict__.get("_wire")
+        if verbatim is not None:
+            return verbatim
         wire: dict[str, Any] = {"content": [dict(block) for block in self.content]}
         if self.structured is not None:
             wire["structuredContent"] = dict(self.structured)
@@ -59,3 +71,19 @@ class ToolResult:
             if block.get("type") == "text":
                 return str(block.get("text", ""))
         return ""
+
+
+def _verbatim(wire: Mapping[str, Any], blocks: Sequence[Mapping[str, Any]], meta: Mapping[str, Any]) -> bool:
+    """Whether `wire` is already exactly what `to_wire` would build from what `from_wire` read:
+    only the known fields, every content block an object, structuredContent an object (or
+    absent), isError a boolean (or absent), `_meta` without protocol keys (or absent)."""
+    if not isinstance(wire, dict) or not wire.keys() <= _RESULT_KEYS:
+        return False
+    content, structured = wire.get("content"), wire.get("structuredContent")
+    if not isinstance(content, list) or len(content) != len(blocks):
+        return False
+    if "structuredContent" in wire and not isinstance(structured, dict):
+        return False
+    if "isError" in wire and not isinstance(wire["isError"], bool):
+        return False
+    return "_meta" not in wire or (isinstance(wire["_meta"], dict) and len(wire["_meta"]) == len(meta) > 0)

@@ -30,12 +30,15 @@ class UpstreamCall:
     continuation: Mapping[str, Any] | None = None
 
     def params(self, *, modern: bool) -> dict[str, Any]:
-        """The `tools/call` params for an upstream of that era."""
-        params: dict[str, Any] = {k: v for k, v in (self.continuation or {}).items()
-                                  if modern and k not in ("name", "arguments", "_meta")}
-        params.update(name=self.tool, arguments=dict(self.arguments))
+        """The `tools/call` params for an upstream of that era. They hold the call's arguments and
+        `_meta` as they are (nothing is copied: the session builds the request's own `_meta`)."""
+        params: dict[str, Any] = {k: v for k, v in self.continuation.items()
+                                  if k not in ("name", "arguments", "_meta")} \
+            if modern and self.continuation else {}
+        params["name"] = self.tool
+        params["arguments"] = self.arguments if isinstance(self.arguments, dict) else dict(self.arguments)
         if self.meta:
-            params["_meta"] = dict(self.meta)
+            params["_meta"] = self.meta
         return params
 
 

@@ -152,17 +152,16 @@ class UpstreamSession:
         `on_request` answers the upstream's own requests while this one is in flight."""
         if self._closed is not None:
             raise self._closed
-        if self.modern_version is not None:
-            params = {**params, "_meta": self._modern_meta(params.get("_meta"), capabilities, log_level)}
         now = trio.current_time()
         hard = now + timeout_s * (ABSOLUTE_MAX_WINDOWS if payload else 1)
         pending = _Pending(method, now + timeout_s, hard, timeout_s, payload, on_progress, on_request)
         request_id = self._core.new_id()
         if payload:
-            # Always ask for progress on payload calls: it re-arms the window even when no client
-            # listens. Our own token, as the client's may collide with another client's.
-            params = {**params, "_meta": {**(params.get("_meta") or {}), "progressToken": _token(request_id)}}
             self._by_token[_token(request_id)] = request_id
+        meta = self._request_meta(params.get("_meta"), _token(request_id) if payload else None,
+                                  capabilities, log_level)
+        if meta is not None:  # one copy of the params, whatever goes into their `_meta`
+            params = {**params, "_meta": meta}
         self._pending[request_id] = pending
         try:
             await self._write(encode_request(request_id, method, params))
@@ -191,14 +190,22 @@ class UpstreamSession:
                 remote_message=message, data=response.error.get("data"))
         return response.result or {}
 
-    def _modern_meta(self, caller: Any, capabilities: Mapping[str, Any] | None,
-                     log_level: str | None) -> dict[str, Any]:
-        """The caller's `_meta` (progress token, trace context...) under our protocol keys."""
-        assert self.modern_version is not None
-        kept = {k: v for k, v in caller.items() if not k.startswith(PROTOCOL_META_PREFIX)} \
+    def _request_meta(self, caller: Any, token: str | None, capabilities: Mapping[str, Any] | None,
+                      log_level: str | None) -> dict[str, Any] | None:
+        """The request's `_meta`, built once: the caller's (trace context...), our progress token
+        on a payload call (always asked for: progress re-arms the window even when no client
+        listens; ours, as the client's may collide with another client's), and on a modern
+        request our protocol keys (never a caller's). None when the caller's stands as it is."""
+        if self.modern_version is None and token is None:
+            return None
+        meta = {k: v for k, v in caller.items() if not k.startswith(PROTOCOL_META_PREFIX)} \
             if isinstance(caller, Mapping) else {}
-        return {**kept, **request_meta(self.modern_version, self.client_info, capabilities or {},
-                                       log_level=log_level)}
+        if token is not None:
+            meta["progressToken"] = token
+        if self.modern_version is not None:
+            meta.update(request_meta(self.modern_version, self.client_info, capabilities or {},
+                                     log_level=log_level))
+        return meta
 
     async def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
         await self._write(encode_notification(method, params))
