@@ -602,3 +602,18 @@ async def test_a_stdio_client_that_stops_reading_is_gone_after_the_stall_window(
             await to_server.send_all(jsonrpc.encode(request(1, "echo")))
             await to_server.send_all(jsonrpc.encode(request(2, "sleep", {"s": 100})))
     assert trio.current_time() == STALL_S and server.connection.inflight == {}
+
+
+async def test_every_transport_caps_the_requests_in_flight_alike() -> None:
+    """The 2024 SSE transport's connections refuse requests beyond the same cap as stdio's (its
+    requests run after the 202, where no HTTP request cap counts them)."""
+    from tfunnel.serve.connection import MAX_INFLIGHT
+    from tfunnel.serve.sessions import SessionStore
+    from tfunnel.serve.sse_legacy import LegacySse
+
+    async def end(session: ClientSession) -> None:
+        return None
+
+    service = Service(ScriptedRouter(), Changes(), lambda: True)  # type: ignore[arg-type]
+    sse = LegacySse(service, end, SessionStore(), trio.Event(), 1024, 1.0)
+    assert sse._connect(ClientSession("s")).max_inflight == MAX_INFLIGHT

@@ -430,6 +430,60 @@ async def test_health_says_stopping_with_503(home: Path) -> None:
     assert sent[0]["status"] == 503 and json.loads(sent[1]["body"])["status"] == "stopping"
 
 
+@pytest.mark.parametrize("kind", ["legacy", "modern", "initialize"])
+async def test_no_new_request_is_served_while_draining(home: Path, kind: str) -> None:
+    """Once stopping, a request of any era gets 503, even one carrying a live session's id (a
+    modern request ignores the session, an initialize would mint one); a notification for the
+    session still passes (202)."""
+    from tfunnel.app import build
+    from tfunnel.observe.observer import CallTally
+    from tfunnel.serve.http import HttpApp
+    from tfunnel.serve.metrics import Metrics
+    from tfunnel.serve.sessions import SessionStore
+
+    gateway = build(home)
+    gateway.live.started.set()
+    app = HttpApp(gateway.router, gateway.live, gateway.supervisor, CallTally(), SessionStore(), Metrics())
+
+    async def post(message: dict[str, Any], session: str | None = None,
+                   version: str | None = None) -> tuple[int, dict[str, str]]:
+        sent: list[dict[str, Any]] = []
+        body = json.dumps(message).encode()
+
+        async def receive() -> dict[str, Any]:
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        async def send(event: dict[str, Any]) -> None:
+            sent.append(event)
+
+        headers = [(b"host", b"127.0.0.1:1"), (b"content-type", b"application/json"),
+                   (b"accept", b"application/json, text/event-stream")]
+        if session is not None:
+            headers.append((b"mcp-session-id", session.encode()))
+        if version is not None:
+            headers.append((b"mcp-protocol-version", version.encode()))
+        await app({"type": "http", "path": "/mcp", "method": "POST", "headers": headers}, receive, send)
+        return sent[0]["status"], {k.decode(): v.decode() for k, v in sent[0]["headers"]}
+
+    with trio.fail_after(30):
+        hello = {"protocolVersion": "2025-06-18", "capabilities": {},
+                 "clientInfo": {"name": "t", "version": "1"}}
+        status, got = await post({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello})
+        assert status == 200
+        session = got["mcp-session-id"]
+        app.stopping.set()
+        request = {
+            "legacy": ({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}, "2025-06-18"),
+            "modern": ({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {}}}}, "2026-07-28"),
+            "initialize": ({"jsonrpc": "2.0", "id": 2, "method": "initialize", "params": hello}, None),
+        }[kind]
+        assert (await post(request[0], session, request[1]))[0] == 503
+        note = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 9}}
+        assert (await post(note, session, "2025-06-18"))[0] == 202
+
+
 def test_a_port_in_use_is_a_clear_startup_failure(home: Path) -> None:
     """Binding a port that is taken exits 1 with one line naming the address (no traceback)."""
     with socket.socket() as taken:

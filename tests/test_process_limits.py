@@ -11,6 +11,7 @@ import trio
 from tests.conftest import add_tools
 from tests.hooks import set_hooks
 from tests.wire import gateway
+from tfunnel.proc import children
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -80,7 +81,7 @@ async def test_a_stdio_client_cannot_pile_up_requests_without_bound(home: Path) 
     """A stdio client may have at most MAX_INFLIGHT requests in flight: one more is refused at
     once (the reader keeps reading, so answers and cancels still get through)."""
     from tests.upstreams import mock_upstream, set_upstreams
-    from tfunnel.serve.stdio import MAX_INFLIGHT
+    from tfunnel.serve.connection import MAX_INFLIGHT
 
     set_upstreams(home, mock_upstream("mock", "--tools", "hang", timeoutMs=600_000))
     async with gateway(home) as wire:
@@ -102,3 +103,24 @@ async def test_a_stdio_client_cannot_pile_up_requests_without_bound(home: Path) 
                     break
                 await trio.sleep(0.1)
         assert "isError" not in reply["result"]
+
+
+@pytest.mark.parametrize(("argv", "kept", "ours", "expected"), [
+    (["/bin/sh", "-c", "ulimit -n"], (1024, 4096), (4096, 4096),
+     ["/bin/sh", "-c", "ulimit -S -n 1024 2>/dev/null; ulimit -n"]),
+    (["/bin/sh", "-c", "echo $0 $1", "a", "b"], (1024, 4096), (4096, 4096),
+     ["/bin/sh", "-c", "ulimit -S -n 1024 2>/dev/null; echo $0 $1", "a", "b"]),
+    (["/bin/sh", "-c", "ulimit -n"], (1024, 4096), (1024, 4096), ["/bin/sh", "-c", "ulimit -n"]),
+    (["/bin/sh", "-c", "ulimit -n"], None, (4096, 4096), ["/bin/sh", "-c", "ulimit -n"]),
+    (["/usr/bin/python3", "tool.py"], (1024, 4096), (4096, 4096), ["/usr/bin/python3", "tool.py"]),
+    (["/bin/sh"], (1024, 4096), (4096, 4096), ["/bin/sh"]),
+])
+def test_a_shell_child_takes_the_childrens_limit_before_its_command(
+        monkeypatch: pytest.MonkeyPatch, argv: list[str], kept: tuple[int, int] | None,
+        ours: tuple[int, int], expected: list[str]) -> None:
+    """A `/bin/sh -c` child (hooks, shell tools) sets the children's soft open-files limit itself,
+    first thing, when the gateway raised its own; every other argv is left as it is (those get
+    the limit from outside, right after the spawn)."""
+    monkeypatch.setattr(children, "_child_nofile", kept)
+    monkeypatch.setattr(children.resource, "getrlimit", lambda which: ours)
+    assert children._limited(argv) == expected

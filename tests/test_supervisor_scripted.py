@@ -24,6 +24,7 @@ from tfunnel.config.model import Limits
 from tfunnel.errors import UpstreamCrashed, UpstreamTimeout, UpstreamUnavailable
 from tfunnel.testing.scripted import ECHO, Script, ScriptedTransport
 from tfunnel.upstream.states import Context
+from tfunnel.upstream.stdio import EXIT_READ_GRACE_S
 from tfunnel.upstream.supervisor import Identity, State, Supervisor, Upstream
 from tfunnel.upstream.transport import SpawnFailed, TransportFactory, UpstreamTransport
 
@@ -146,6 +147,36 @@ async def test_crash_mid_call_fails_the_caller_at_once(tmp_path: Path) -> None:
     ]
 
 
+async def test_a_crash_fails_the_caller_even_while_the_reader_is_stuck_writing(tmp_path: Path) -> None:
+    """An upstream that stopped taking input (a helper holds its full stdin pipe), asked the
+    gateway something the reader answers itself (ping), then died: its call in flight fails at
+    its exit plus the read grace, not at the end of its 50 s timeout."""
+    transport = ScriptedTransport(Script(delays={"echo": math.inf}, status=9))
+    supervisor = Supervisor(context(tmp_path), transports=factory({"u": transport}))
+    outcome: list[tuple[float, str]] = []
+
+    async def call() -> None:
+        try:
+            await call_tool(supervisor, "u", "echo", {})
+        except UpstreamCrashed as exc:
+            outcome.append((trio.current_time(), str(exc)))
+
+    with trio.fail_after(100):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(supervisor.run, ONE)
+            server = transport.server
+            assert server is not None
+            async with trio.open_nursery() as calls:
+                calls.start_soon(call)
+                await trio.sleep(1.0)
+                server.stop_reading()
+                nursery.start_soon(server.request, "ping", {})  # the reader's answer cannot go out
+                await trio.sleep(1.0)
+                server.exit(9)
+            nursery.cancel_scope.cancel()
+    assert outcome == [(2.0 + EXIT_READ_GRACE_S, "upstream 'u' exited with status 9")]
+
+
 async def test_a_call_that_never_answers_times_out_and_is_cancelled_upstream(tmp_path: Path) -> None:
     """A tool that never answers fails after exactly its timeout, and the upstream is told to
     cancel that request; the upstream stays ready."""
@@ -231,6 +262,30 @@ async def test_a_server_request_during_a_call_reaches_the_caller(tmp_path: Path)
             nursery.cancel_scope.cancel()
     assert asked == [("elicitation/create", {"message": "Proceed?"})]
     assert reply == {"result": {"action": "accept", "content": {"ok": True}}}
+
+
+async def test_a_call_that_only_relays_progress_does_not_take_the_upstreams_question(
+        tmp_path: Path) -> None:
+    """Of two calls in flight, the newer one only relays progress: the upstream's elicitation
+    goes to the older call, whose caller can answer it, instead of being declined."""
+    transport = ScriptedTransport(Script(delays={"echo": 10.0}))
+    supervisor = Supervisor(context(tmp_path), transports=factory({"u": transport}))
+
+    async def answer(method: str, params: dict[str, Any]) -> dict[str, Any]:
+        return {"action": "accept", "content": {}}
+
+    with trio.fail_after(100):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(supervisor.run, ONE)
+            nursery.start_soon(lambda: call_tool(supervisor, "u", "echo", {}, on_request=answer))
+            await trio.sleep(1.0)
+            nursery.start_soon(lambda: call_tool(supervisor, "u", "echo", {}, on_progress=lambda p: None))
+            await trio.sleep(1.0)
+            server = transport.server
+            assert server is not None
+            reply = await server.request("elicitation/create", {"message": "Proceed?"})
+            nursery.cancel_scope.cancel()
+    assert reply == {"result": {"action": "accept", "content": {}}}
 
 
 def spec(upstream_id: str, *, args: tuple[str, ...] = ()) -> UpstreamSpec:

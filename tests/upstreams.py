@@ -37,6 +37,7 @@ class _Channel:
                  on_request: Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]] | None) -> None:
         self._on_progress = on_progress
         self._on_request = on_request
+        self.answers = on_request is not None
 
     def progress(self, params: dict[str, Any]) -> None:
         if self._on_progress is not None:

@@ -9,7 +9,6 @@ whole process group is gone and reaped before `run_child` (or `stop_child`) retu
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 import resource
 import signal
@@ -60,16 +59,26 @@ def keep_child_nofile(limits: tuple[int, int]) -> None:
     _child_nofile = limits
 
 
-def _child_limits() -> Callable[[], None] | None:
-    """What a new child runs before it executes its program: take the open-files limit children
-    run with, when the gateway's own differs. Set inside the child, before `exec`, so the program
-    never runs a single instruction with ours (setting it from outside after the spawn would race
-    a child that reads its limit at once). Only `setrlimit` runs there: no lock, no allocation
-    that another thread of ours could hold at the fork."""
+def limit_child(pid: int) -> None:
+    """Give a child we just started the open-files limit children run with (if one was kept).
+    Set from outside, so a program that reads its limit at once may see ours first; a child run
+    through `/bin/sh -c` (hooks, shell tools) sets it itself before its command (`_limited`)."""
+    if _child_nofile is not None:
+        with contextlib.suppress(OSError, ValueError):
+            resource.prlimit(pid, resource.RLIMIT_NOFILE, _child_nofile)
+
+
+def _limited(argv: Sequence[str]) -> list[str]:
+    """`argv`, with a `/bin/sh -c` command line made to take the children's soft open-files limit
+    before anything else runs (no window at all, no extra process). Setting it inside the child
+    before `exec` for every program would need a `preexec_fn`, which costs a full fork of the
+    gateway (about 9 ms a spawn here, against 1.3 ms) and runs Python in a forked thread."""
+    argv = list(argv)
     wanted = _child_nofile
-    if wanted is None or resource.getrlimit(resource.RLIMIT_NOFILE) == wanted:
-        return None
-    return functools.partial(resource.setrlimit, resource.RLIMIT_NOFILE, wanted)
+    if wanted is None or argv[:2] != ["/bin/sh", "-c"] or len(argv) < 3 \
+            or resource.getrlimit(resource.RLIMIT_NOFILE)[0] == wanted[0]:
+        return argv
+    return [*argv[:2], f"ulimit -S -n {int(wanted[0])} 2>/dev/null; {argv[2]}", *argv[3:]]
 
 
 @dataclass(frozen=True)
@@ -120,9 +129,10 @@ async def start_child(argv: Sequence[str], *, cwd: str, run: RunScope) -> trio.P
     open-files limit. Raises what `trio.lowlevel.open_process` raises (the caller words it)."""
     with REAPER.spawning():
         proc = await trio.lowlevel.open_process(
-            list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            cwd=cwd, env=run.env, start_new_session=True, preexec_fn=_child_limits())
+            _limited(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            cwd=cwd, env=run.env, start_new_session=True)
         run.started(proc.pid)
+    limit_child(proc.pid)
     return proc
 
 

@@ -6,8 +6,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-# The `_meta` keys the protocol owns; each hop sets its own.
-PROTOCOL_META_PREFIX = "io.modelcontextprotocol/"
+from tfunnel.protocol.meta import own_keys
+
 # The fields of a `CallToolResult` we pass on; a result with any other is rebuilt without it.
 _RESULT_KEYS = frozenset({"content", "structuredContent", "isError", "_meta"})
 
@@ -31,14 +31,12 @@ class ToolResult:
     @classmethod
     def from_wire(cls, wire: Mapping[str, Any]) -> ToolResult:
         """An upstream `CallToolResult`, passed through: content blocks, structuredContent, isError
-        and `_meta`. The upstream's protocol keys (`io.modelcontextprotocol/*`) describe its own
-        hop to us, not ours to the client, so they are dropped; its other keys are kept."""
+        and `_meta`. The upstream's protocol keys (`protocol.meta.reserved`) describe its own hop
+        to us, not ours to the client, so they are dropped; its other keys are kept."""
         content = wire.get("content")
         blocks = tuple(b for b in content if isinstance(b, dict)) if isinstance(content, list) else ()
         structured = wire.get("structuredContent")
-        meta = wire.get("_meta")
-        kept = {k: v for k, v in meta.items() if not str(k).startswith(PROTOCOL_META_PREFIX)} \
-            if isinstance(meta, dict) else {}
+        kept = own_keys(wire.get("_meta"))
         result = cls(content=blocks, structured=structured if isinstance(structured, dict) else None,
                      is_error=wire.get("isError") is True, meta=kept or None)
         if _verbatim(wire, blocks, kept):

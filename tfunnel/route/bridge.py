@@ -154,6 +154,7 @@ class _Relay:
     def __init__(self, on_progress: Progress | None, on_request: ServerRequests | None) -> None:
         self._on_progress = on_progress
         self._on_request = on_request
+        self.answers = on_request is not None
 
     def progress(self, params: dict[str, Any]) -> None:
         if self._on_progress is not None:

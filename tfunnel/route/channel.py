@@ -16,7 +16,7 @@ import structlog
 from tfunnel.errors import ProtocolError
 from tfunnel.gate.gated import AskUser, NeedsInput
 from tfunnel.protocol import modern
-from tfunnel.protocol.results import PROTOCOL_META_PREFIX
+from tfunnel.protocol.meta import reserved
 from tfunnel.route import bridge
 from tfunnel.route.bridge import Resume
 from tfunnel.route.parking import Parking
@@ -83,7 +83,7 @@ def progress_and_meta(params: Mapping[str, Any], peer: Peer | None,
             relayed: dict[str, Any] = {k: update[k] for k in ("progress", "total", "message") if k in update}
             peer.notify_nowait("notifications/progress", {**relayed, "progressToken": token})
     forward = {k: v for k, v in meta.items()
-               if k != "progressToken" and not k.startswith(PROTOCOL_META_PREFIX)}
+               if k != "progressToken" and not reserved(k)}
     return progress, forward or None
 
 

@@ -37,6 +37,12 @@ from tfunnel.serve.outbound import OutboundRequests
 
 log = structlog.get_logger("tfunnel.serve")
 
+# Requests one client connection may have in flight; beyond this a request is refused at once
+# (like HTTP's 503), so a client that sends without reading cannot make us hold answers without
+# bound. The reader never stops reading: the client's answers to our own questions must still
+# get through.
+MAX_INFLIGHT = 256
+
 DUPLICATE_ID = "Invalid Request: id is already in flight"
 
 
@@ -157,8 +163,8 @@ class Connection:
         refused = self.admit(request)
         if refused is None:
             scope = trio.CancelScope()
-            self.inflight[request.id] = scope  # registered now, so the next message sees it
-            requests.start_soon(self._run, request, scope)
+            requests.start_soon(self._run, request, scope)  # raises if the nursery has closed
+            self.inflight[request.id] = scope  # before the task runs, and before the next message
         return refused
 
     def notification(self, note: Notification) -> None:

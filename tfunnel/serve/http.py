@@ -201,6 +201,11 @@ class HttpApp:
             return
         # Per request (PROTOCOL.md §9): the body's `_meta` version, or a non-legacy header.
         era = self.service.era(message, headers.get("mcp-protocol-version"))
+        if isinstance(message, Request) and self.stopping.is_set():
+            # No new work while draining, whatever its era or session (notifications and answers
+            # still pass: calls in flight may need them).
+            await _stopping(send)
+            return
         if not isinstance(message, Request):
             if era is not Era.LEGACY:  # modern: HTTP cancels by closing the stream; answers are stray
                 await plain(send, 202, b"")
@@ -223,9 +228,6 @@ class HttpApp:
             else:
                 session.connection.response(message)  # the client's answer to one of our requests
             await plain(send, 202, b"")
-            return
-        if self.stopping.is_set():
-            await _stopping(send)  # no new work while draining; notifications and answers pass
             return
         refused = session.connection.admit(message)
         if refused is not None:

@@ -31,7 +31,7 @@ from tfunnel.serve.asgi import (
     rpc_error,
     sse,
 )
-from tfunnel.serve.connection import Connection, Service
+from tfunnel.serve.connection import MAX_INFLIGHT, Connection, Service
 from tfunnel.serve.sessions import SessionStore
 
 log = structlog.get_logger("tfunnel.http")
@@ -96,6 +96,10 @@ class LegacySse:
         message = await read_message(receive, send, self.body_cap, self.body_timeout_s)
         if message is None:
             return
+        stream = self._streams.get(params.get("session_id", ""))
+        if stream is None:  # the stream ended while the body was read
+            await rpc_error(send, 404, None, jsonrpc.INVALID_REQUEST, "Session not found")
+            return
         _, nursery = stream
         if isinstance(message, Request):
             refused = session.connection.start(message, nursery)  # answered on the stream
@@ -108,7 +112,7 @@ class LegacySse:
 
     def _connect(self, client: ClientSession) -> Connection:
         # The reply channel is attached when the stream opens, just after the session exists.
-        return Connection(self.service, client, ending=self.stopping)
+        return Connection(self.service, client, ending=self.stopping, max_inflight=MAX_INFLIGHT)
 
     def _hang_up(self, session_id: str, nursery: trio.Nursery) -> Callable[[], None]:
         """What ends a session whose client stopped reading: gone at once for its POSTs (404),

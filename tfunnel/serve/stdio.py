@@ -24,17 +24,13 @@ from tfunnel.protocol import jsonrpc
 from tfunnel.protocol.framing import LineReader, Oversize
 from tfunnel.protocol.jsonrpc import MessageError
 from tfunnel.protocol.session import ClientSession
-from tfunnel.serve.connection import ChangeSignal, Connection, Handler, Service
+from tfunnel.serve.connection import MAX_INFLIGHT, ChangeSignal, Connection, Handler, Service
 
 log = structlog.get_logger("tfunnel.stdio")
 
 _READ_CHUNK = 65536
 # Fire-and-forget messages (progress) waiting to be written; beyond this they are dropped.
 _OUTBOX = 64
-# Requests one client may have in flight; beyond this a request is refused at once (like HTTP's
-# 503), so a client that sends without reading cannot make us hold answers without bound. The
-# reader never stops reading: the client's answers to our own questions must still get through.
-MAX_INFLIGHT = 256
 
 
 class StdioServer:

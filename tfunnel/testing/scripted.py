@@ -24,6 +24,7 @@ import trio
 
 from tfunnel.errors import UpstreamError
 from tfunnel.protocol.eras import LATEST_LEGACY, LEGACY_VERSIONS
+from tfunnel.upstream.stdio import EXIT_READ_GRACE_S
 from tfunnel.upstream.transport import MessageStream, Received, SpawnFailed
 
 ECHO = {"name": "echo", "description": "Echo the arguments as JSON text.", "inputSchema": {"type": "object"}}
@@ -64,6 +65,7 @@ class ScriptedServer:
         self.status: int | None = None
         self._listed = False
         self.exited = trio.Event()
+        self.reading = True  # False: it takes no more input (a helper holds its full stdin pipe)
         self._stop = trio.CancelScope()
         self.stream = ScriptedStream(self)
 
@@ -76,6 +78,10 @@ class ScriptedServer:
             self.exited.set()
             self._to_client.close()
             self._stop.cancel()
+
+    def stop_reading(self) -> None:
+        """Take no more input from now on: the gateway's writes to it wait, as on a full pipe."""
+        self.reading = False
 
     async def notify(self, method: str, params: Mapping[str, Any] | None = None) -> None:
         await self._write({"method": method, **({"params": dict(params)} if params is not None else {})})
@@ -183,6 +189,8 @@ class ScriptedStream:
 
     async def send(self, message: bytes) -> None:
         await trio.lowlevel.checkpoint()
+        if not self._server.reading:
+            await trio.sleep_forever()
         if self._server.exited.is_set():  # like a dead child's stdin
             raise UpstreamError(f"scripted upstream #{self._server.number} is not reading its input")
         try:
@@ -195,6 +203,10 @@ class ScriptedStream:
             return await self._server._to_client_receive.receive()
         except (trio.EndOfChannel, trio.ClosedResourceError):
             return None
+
+    async def wait_ended(self) -> None:
+        await self._server.exited.wait()
+        await trio.sleep(EXIT_READ_GRACE_S)
 
     async def wait_closed(self) -> str:
         await self._server.exited.wait()

@@ -45,6 +45,12 @@ class UpstreamCall:
 class CallChannel(Protocol):
     """The caller's side of an upstream call while it runs."""
 
+    # Whether the caller answers the upstream's own requests. A channel that only relays progress
+    # says False: the upstream's questions then go to another call in flight that can answer
+    # them (the stdio wire does not say which call a question belongs to), else get the declined
+    # defaults.
+    answers: bool
+
     def progress(self, params: dict[str, Any]) -> None:
         """Relay an upstream progress notification's params (best effort, never blocks)."""
 

@@ -35,6 +35,7 @@ from tfunnel.errors import (
 )
 from tfunnel.protocol import jsonrpc
 from tfunnel.protocol.jsonrpc import Notification, Request, Response
+from tfunnel.protocol.meta import own_keys
 from tfunnel.protocol.modern import request_meta
 from tfunnel.protocol.session import DECLINED
 from tfunnel.upstream.client import (
@@ -58,8 +59,6 @@ ABSOLUTE_MAX_WINDOWS = 10
 
 # Server→client requests a caller may answer (legacy era); without one, `DECLINED` answers.
 BRIDGED_REQUESTS = frozenset({"elicitation/create", "sampling/createMessage", "roots/list"})
-# Keys of `_meta` that belong to the protocol: on a modern request they are ours, never a caller's.
-PROTOCOL_META_PREFIX = "io.modelcontextprotocol/"
 # The n-th bad message of a kind is logged when n is one of these: a broken upstream writing
 # millions of them costs a handful of log lines, and the count says how bad it is.
 _REPORTED_AT = frozenset(10 ** k for k in range(16))
@@ -198,8 +197,7 @@ class UpstreamSession:
         request our protocol keys (never a caller's). None when the caller's stands as it is."""
         if self.modern_version is None and token is None:
             return None
-        meta = {k: v for k, v in caller.items() if not k.startswith(PROTOCOL_META_PREFIX)} \
-            if isinstance(caller, Mapping) else {}
+        meta = own_keys(caller)
         if token is not None:
             meta["progressToken"] = token
         if self.modern_version is not None:

@@ -108,6 +108,7 @@ class StdioStream:
         self._framed = framed
         self._tail = tail
         self._ended = False
+        self._gone = trio.Event()
         self._reading: trio.CancelScope | None = None
 
     @property
@@ -134,8 +135,12 @@ class StdioStream:
         # holds the pipe open (then that end never comes).
         await trio.sleep(EXIT_READ_GRACE_S)
         self._ended = True
+        self._gone.set()
         if self._reading is not None:
             self._reading.cancel()
+
+    async def wait_ended(self) -> None:
+        await self._gone.wait()
 
     async def wait_closed(self) -> str:
         if self._proc.returncode is None:

@@ -211,8 +211,17 @@ class Upstream:
         return failure
 
     async def _watch(self, stream: MessageStream, session: UpstreamSession, ended: trio.Event) -> None:
-        """Read until the stream ends, learn why, and fail everything in flight at once."""
-        await session.run()
+        """Read until the stream ends or the upstream is gone, whichever comes first (the reader
+        may be stuck answering a dead upstream whose input nobody reads); learn why, and fail
+        everything in flight at once."""
+        async with trio.open_nursery() as watch:
+            async def read() -> None:
+                await session.run()
+                watch.cancel_scope.cancel()
+
+            watch.start_soon(read)
+            await stream.wait_ended()
+            watch.cancel_scope.cancel()
         self.last_error = f"upstream {self.spec.id!r} {await stream.wait_closed()}"
         session.fail_all(UpstreamCrashed(self.last_error))
         ended.set()
@@ -276,7 +285,7 @@ class Upstream:
             return await session.request(
                 "tools/call", call.params(modern=modern), timeout_s=self.spec.timeout_ms / 1000,
                 payload=True, on_progress=channel.progress if channel is not None else None,
-                on_request=channel.request if channel is not None else None,
+                on_request=channel.request if channel is not None and channel.answers else None,
                 capabilities=call.capabilities, log_level=call.log_level if modern else None)
         finally:
             self._limiter.release()

@@ -70,6 +70,13 @@ class MessageStream(Messages, Protocol):
         """Who is at the other end, for logs: `pid 1234`, a URL."""
         ...
 
+    async def wait_ended(self) -> None:
+        """Return once the upstream is gone for good (a child: its exit, plus a short grace to
+        read what it wrote before), even while its output stays open. The supervisor then stops
+        the session's reader wherever it is (it may be stuck writing to a dead upstream's input),
+        so a crash always fails the calls in flight at once."""
+        ...
+
     async def wait_closed(self) -> str:
         """Once `receive` returned None: why, as the end of "upstream 'x' ...": `exited with
         status 1`, `closed its output`. Bounded in time."""
