@@ -614,6 +614,6 @@ async def test_every_transport_caps_the_requests_in_flight_alike() -> None:
     async def end(session: ClientSession) -> None:
         return None
 
-    service = Service(ScriptedRouter(), Changes(), lambda: True)  # type: ignore[arg-type]
+    service = Service(ScriptedRouter(), Changes(), lambda: True)
     sse = LegacySse(service, end, SessionStore(), trio.Event(), 1024, 1.0)
     assert sse._connect(ClientSession("s")).max_inflight == MAX_INFLIGHT

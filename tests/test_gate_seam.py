@@ -149,11 +149,13 @@ async def test_deny_leaves_no_side_effect_on_every_path(
     denied = surface_for(home, RecordingGate(PreDecision(allow=False, reason="blocked: danger")),
                          state, danger_log)
     result = await denied.call(tool, args, CTX)
+    assert isinstance(result, ToolResult)
     assert result.is_error and result.denied
     assert result.first_text() == "blocked: danger"
     assert not danger_log.exists()
     allowed = surface_for(home, RecordingGate(), state, danger_log)
-    assert not (await allowed.call(tool, args, CTX)).is_error
+    ran = await allowed.call(tool, args, CTX)
+    assert isinstance(ran, ToolResult) and not ran.is_error
     assert danger_log.exists()  # the same call, allowed, does run: the check above can fail
 
 
@@ -169,10 +171,12 @@ async def test_reference_hand_over_is_gated(
     danger_log = tmp_path / "danger.log"
     gate = RecordingGate(PreDecision(allow=False, reason="no hand-over"))
     denied = await surface_for(home, gate, ToolState(), danger_log).call(tool, args, CTX)
+    assert isinstance(denied, ToolResult)
     assert denied.is_error and denied.denied and denied.first_text() == "no hand-over"
     assert [(c.surfaced, c.mode, c.args) for c in gate.pre] == [("deploy-notes", "reference", {})]
     allow = RecordingGate()
     handed = await surface_for(home, allow, ToolState(), danger_log).call(tool, args, CTX)
+    assert isinstance(handed, ToolResult)
     assert handed.first_text() == "SECRET-STEPS: run make deploy"
     assert allow.post == [] and not danger_log.exists()
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import resource
 from pathlib import Path
 
 import pytest
@@ -122,5 +123,5 @@ def test_a_shell_child_takes_the_childrens_limit_before_its_command(
     first thing, when the gateway raised its own; every other argv is left as it is (those get
     the limit from outside, right after the spawn)."""
     monkeypatch.setattr(children, "_child_nofile", kept)
-    monkeypatch.setattr(children.resource, "getrlimit", lambda which: ours)
+    monkeypatch.setattr(resource, "getrlimit", lambda which: ours)
     assert children._limited(argv) == expected
