@@ -470,3 +470,77 @@ def test_split_argv_leaves_other_commands_alone() -> None:
     """A `--` in any other command line is argparse's business."""
     assert split_argv(["call", "--", "-x"]) == (["call", "--", "-x"], [])
     assert split_argv(["mcp", "list"]) == (["mcp", "list"], [])
+
+
+# --------------------------------------------------------------------------- remote upstreams
+
+
+@pytest.mark.parametrize(("url", "transport", "expected"), [
+    ("https://mcp.example.com/mcp", None, "http"),
+    ("http://127.0.0.1:8000/mcp", None, "http"),
+    ("wss://mcp.example.com/ws", None, "websocket"),
+    ("ws://127.0.0.1:9000", "websocket", "websocket"),
+])
+def test_add_a_remote_upstream(tmp_path: Path, capsys: pytest.CaptureFixture[str], url: str,
+                               transport: str | None, expected: str) -> None:
+    """`--url` adds a remote upstream: its transport from the flag or the URL's scheme, its
+    headers as given (an `${NAME}` reference is written as it is, never expanded into the file)."""
+    assert run(tmp_path, "add", "remote", url=url, transport=transport,
+               headers=["Authorization=Bearer ${TOKEN}", "X-Team=core"]) == 0
+    row = read(tmp_path)["upstreams"][0]
+    assert row == {"id": "remote", "transport": expected, "url": url, "enabled": True,
+                   "headers": {"Authorization": "Bearer ${TOKEN}", "X-Team": "core"}}
+    assert "remote: added (enabled)" in capsys.readouterr().out
+
+
+def test_add_a_remote_upstream_validates_its_url(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A URL the transport cannot use is refused with the config's own message; nothing is written."""
+    assert run(tmp_path, "add", "remote", url="ftp://example.com/x", transport="http") == 1
+    err = capsys.readouterr().err
+    assert "url" in err and "http://" in err and "not added" in err
+    assert not (tmp_path / EXPOSE_FILE).exists()
+
+
+@pytest.mark.parametrize(("command", "options", "message"), [
+    (["srv"], {"url": "https://x.example/mcp"}, "a command or --url, not both"),
+    ([], {"url": "https://x.example/mcp", "cwd": "d"}, "--cwd apply to a stdio upstream only"),
+    ([], {"url": "https://x.example/mcp", "env": ["A=B"]}, "--env apply to a stdio upstream only"),
+    (["srv"], {"headers": ["A=B"]}, "--header and --transport apply to a remote upstream only"),
+    (["srv"], {"transport": "http"}, "--header and --transport apply to a remote upstream only"),
+    ([], {}, "mcp add needs a command or a URL"),
+])
+def test_remote_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str], command: list[str],
+                             options: dict[str, Any], message: str) -> None:
+    """Flags that do not fit the kind of upstream are usage errors (exit 2), and touch nothing."""
+    assert run(tmp_path, "add", "x", command, **options) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / EXPOSE_FILE).exists()
+
+
+def test_a_bad_header_is_a_usage_error_that_does_not_echo_its_value(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`--header` wants KEY=VALUE; a malformed one is named, never printed whole (it may be a secret)."""
+    assert run(tmp_path, "add", "x", url="https://x.example/mcp", headers=["Bearer-s3cr3t"]) == 2
+    err = capsys.readouterr().err
+    assert "--header wants KEY=VALUE" in err and "s3cr3t" not in err
+    assert not (tmp_path / EXPOSE_FILE).exists()
+
+
+def test_list_shows_a_remote_url_without_credentials(tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """`mcp list` shows a remote upstream's URL without its userinfo or query."""
+    put(tmp_path, {"version": 1, "upstreams": [
+        {"id": "r", "transport": "http", "url": "https://user:pw@mcp.example.com:8443/mcp?key=abc"}]})
+    assert run(tmp_path, "list") == 0
+    out = capsys.readouterr().out
+    assert "r  http  enabled  https://mcp.example.com:8443/mcp" in out
+    assert "pw" not in out and "abc" not in out
+
+
+def test_cli_wiring_remote_flags() -> None:
+    """`--url`, `--transport` and repeated `--header` reach AddOptions."""
+    argv = "mcp add r --url wss://h/ws --transport websocket --header A=1 --header B=2"
+    head, command = split_argv(argv.split())
+    options = AddOptions.from_args(cli_parser().parse_args(head))
+    assert command == []
+    assert (options.url, options.transport, options.headers) == ("wss://h/ws", "websocket", ["A=1", "B=2"])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tfunnel.upstream.remote import expand_headers
+from tfunnel.upstream.remote import display_url, expand_headers
 from tfunnel.upstream.transport import SpawnFailed
 
 ENV = {"TOKEN": "s3cr3t", "USER": "me", "BAD": "x\r\nInjected: yes"}
@@ -33,3 +33,14 @@ def test_a_missing_or_unsafe_value_refuses_the_connection(headers: dict[str, str
     assert fragment in str(refused.value)
     assert "s3cr3t" not in str(refused.value) and "Injected" not in str(refused.value)
     assert refused.value.permanent
+
+
+@pytest.mark.parametrize(("url", "shown"), [
+    ("https://mcp.example.com/mcp", "https://mcp.example.com/mcp"),
+    ("https://user:pw@mcp.example.com:8443/mcp?key=abc#frag", "https://mcp.example.com:8443/mcp"),
+    ("ws://[::1]:9000/ws?token=t", "ws://[::1]:9000/ws"),
+    ("http://[::1", "<invalid URL>"),
+])
+def test_a_url_is_shown_without_credentials(url: str, shown: str) -> None:
+    """Listings, logs and errors show a URL without userinfo, query or fragment."""
+    assert display_url(url) == shown

@@ -33,6 +33,7 @@ from tfunnel.errors import ConfigError, ConfigProblem
 from tfunnel.home import preflight
 from tfunnel.observe.audit import AuditLog
 from tfunnel.upstream.isolation import isolation_problems
+from tfunnel.upstream.remote import display_url
 
 ACTIONS = ("list", "add", "enable", "disable", "remove", "reconnect")
 _PREFIX = "tfunnel mcp:"
@@ -50,20 +51,33 @@ class AddOptions:
     allow_code_loading_env: bool = False
     timeout_ms: int | None = None
     request_timeout_ms: int | None = None
+    # A remote upstream: its URL, its transport (default: from the URL's scheme), its headers
+    # (KEY=VALUE; a value may refer to the gateway's environment as ${NAME}).
+    url: str | None = None
+    transport: str | None = None
+    headers: list[str] = field(default_factory=list)
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> AddOptions:
         return cls(env=args.env, cwd=args.cwd, description=args.description, disabled=args.disabled,
                    allow_outside_paths=args.allow_outside_paths,
                    allow_code_loading_env=args.allow_code_loading_env,
-                   timeout_ms=args.timeout_ms, request_timeout_ms=args.request_timeout_ms)
+                   timeout_ms=args.timeout_ms, request_timeout_ms=args.request_timeout_ms,
+                   url=args.url, transport=args.transport, headers=args.header)
+
+    def local_only(self) -> list[str]:
+        """The flags given that only a stdio upstream has."""
+        return [flag for flag, given in (("--env", bool(self.env)), ("--cwd", self.cwd is not None),
+                                         ("--allow-outside-paths", self.allow_outside_paths),
+                                         ("--allow-code-loading-env", self.allow_code_loading_env))
+                if given]
 
 
 def mcp_command(home: Path, action: str, upstream_id: str | None, command: list[str],
                 options: AddOptions | None = None) -> int:
     """Run one `tfunnel mcp` action against `home`; return the exit status."""
     options = options or AddOptions()
-    usage = _usage_problem(action, upstream_id, command)
+    usage = _usage_problem(action, upstream_id, command, options)
     if usage:
         print(f"{_PREFIX} {usage}", file=sys.stderr)
         return 2
@@ -81,10 +95,11 @@ def mcp_command(home: Path, action: str, upstream_id: str | None, command: list[
         return 0
     assert upstream_id is not None  # _usage_problem checked it
     if action == "add":
-        variables = _parse_env(options.env)
-        if variables is None:
+        variables = _parse_pairs("--env", options.env)
+        headers = _parse_pairs("--header", options.headers)
+        if variables is None or headers is None:
             return 2
-        return _add(home, raw, upstream_id, command, variables, options)
+        return _add(home, raw, upstream_id, command, variables, headers, options)
     if config.upstream(upstream_id) is None:
         known = ", ".join(sorted(u.id for u in config.upstreams)) or "none"
         print(f"{_PREFIX} no upstream with id {upstream_id!r} (known: {known})", file=sys.stderr)
@@ -127,7 +142,8 @@ def add_mcp_arguments(
     actions.required = True
     helps = {
         "list": "list upstreams and their expose entries",
-        "add": "add a stdio upstream: tfunnel mcp add ID [options] -- COMMAND [ARGS...]",
+        "add": "add an upstream: tfunnel mcp add ID [options] -- COMMAND [ARGS...] (stdio), or "
+               "tfunnel mcp add ID --url URL [--header K=V] [--transport http|websocket] (remote)",
         "enable": "enable an upstream",
         "disable": "disable an upstream",
         "remove": "remove an upstream and its expose entries",
@@ -156,9 +172,16 @@ def add_mcp_arguments(
                              help="window for a tool call (default 120000)")
             sub.add_argument("--request-timeout-ms", type=_milliseconds, metavar="MS",
                              help="window for a control request such as tools/list (default 10000)")
+            sub.add_argument("--url", help="a remote upstream's URL (http(s):// or ws(s)://), "
+                                            "instead of a command")
+            sub.add_argument("--transport", choices=("http", "websocket"),
+                             help="a remote upstream's transport (default: from the URL's scheme)")
+            sub.add_argument("--header", action="append", default=[], metavar="KEY=VALUE",
+                             help="a header for a remote upstream (repeatable); ${NAME} in the value "
+                                  "is read from the gateway's environment when it connects")
     parser.set_defaults(id=None, env=[], cwd=None, description="", disabled=False, probe=False,
                         allow_outside_paths=False, allow_code_loading_env=False, timeout_ms=None,
-                        request_timeout_ms=None)
+                        request_timeout_ms=None, url=None, transport=None, header=[])
 
 
 def _milliseconds(text: str) -> int:
@@ -188,13 +211,22 @@ def split_argv(argv: Sequence[str]) -> tuple[list[str], list[str]]:
     return argv[:cut], argv[cut + 1:]
 
 
-def _usage_problem(action: str, upstream_id: str | None, command: list[str]) -> str | None:
+def _usage_problem(action: str, upstream_id: str | None, command: list[str],
+                   options: AddOptions) -> str | None:
     if action not in ACTIONS:
         return f"unknown action {action!r}; expected one of {', '.join(ACTIONS)}"
     if action != "list" and not upstream_id:
         return f"mcp {action} needs an upstream id"
-    if action == "add" and not command:
-        return "mcp add needs a command: tfunnel mcp add ID -- COMMAND [ARGS...]"
+    remote = options.url is not None
+    if action == "add" and remote and command:
+        return f"mcp add takes a command or --url, not both (got --url and {shlex.join(command)})"
+    if action == "add" and not remote and not command:
+        return ("mcp add needs a command or a URL: tfunnel mcp add ID -- COMMAND [ARGS...], or "
+                "tfunnel mcp add ID --url URL [--header K=V] [--transport http|websocket]")
+    if action == "add" and remote and options.local_only():
+        return f"{', '.join(options.local_only())} apply to a stdio upstream only, not with --url"
+    if action == "add" and not remote and (options.headers or options.transport):
+        return "--header and --transport apply to a remote upstream only (with --url)"
     if action != "add" and command:
         return f"mcp {action} takes no command (got {shlex.join(command)})"
     return None
@@ -214,21 +246,36 @@ def _load(path: Path) -> tuple[dict[str, Any], ExposeConfig]:
     return raw, config
 
 
-def _parse_env(pairs: list[str]) -> dict[str, str] | None:
-    variables: dict[str, str] = {}
+def _parse_pairs(flag: str, pairs: list[str]) -> dict[str, str] | None:
+    values: dict[str, str] = {}
     for pair in pairs:
         name, sep, value = pair.partition("=")
         if not sep or not name:
-            print(f"{_PREFIX} --env wants KEY=VALUE, got {pair!r}", file=sys.stderr)
+            # Not echoed: what was typed may be a secret.
+            print(f"{_PREFIX} {flag} wants KEY=VALUE; one of them has no '=' or no name", file=sys.stderr)
             return None
-        variables[name] = value
-    return variables
+        values[name] = value
+    return values
+
+
+def _remote_transport(url: str, transport: str | None) -> str:
+    """The transport of a remote upstream: as given, else from the URL's scheme (ws/wss:
+    websocket, anything else: http; a mismatch is left to the config's own check)."""
+    if transport is not None:
+        return transport
+    return "websocket" if url.lower().startswith(("ws://", "wss://")) else "http"
 
 
 def _add(home: Path, raw: dict[str, Any], upstream_id: str, command: list[str],
-         env: dict[str, str], options: AddOptions) -> int:
-    row: dict[str, Any] = {"id": upstream_id, "transport": "stdio", "command": command[0],
-                           "args": command[1:]}
+         env: dict[str, str], headers: dict[str, str], options: AddOptions) -> int:
+    row: dict[str, Any]
+    if options.url is not None:
+        row = {"id": upstream_id, "transport": _remote_transport(options.url, options.transport),
+               "url": options.url}
+        if headers:
+            row["headers"] = headers
+    else:
+        row = {"id": upstream_id, "transport": "stdio", "command": command[0], "args": command[1:]}
     if env:
         row["env"] = env
     if options.cwd is not None:
@@ -312,7 +359,7 @@ def _list(home: Path, config: ExposeConfig, *, exists: bool) -> None:
 
 
 def _target(spec: UpstreamSpec) -> str:
-    """The command line of a stdio upstream, the URL of a remote one."""
+    """The command line of a stdio upstream, the URL of a remote one (without credentials)."""
     if spec.transport == "stdio":
         return shlex.join([spec.command, *spec.args])
-    return spec.url or ""
+    return display_url(spec.url or "")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from urllib.parse import urlsplit, urlunsplit
 
 from tfunnel.upstream.transport import SpawnFailed
 
@@ -32,3 +33,17 @@ def expand_headers(upstream_id: str, headers: Mapping[str, str], env: Mapping[st
                               "(from the environment)", permanent=True)
         expanded[name] = result
     return expanded
+
+
+def display_url(url: str) -> str:
+    """`url` as logs, errors and listings show it: without userinfo, query or fragment (where
+    credentials hide); an unreadable URL shows as `<invalid URL>`."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        port = f":{parts.port}" if parts.port is not None else ""
+    except ValueError:
+        return "<invalid URL>"
+    if ":" in host:  # an IPv6 literal
+        host = f"[{host}]"
+    return urlunsplit((parts.scheme, host + port, parts.path, "", ""))
