@@ -30,7 +30,7 @@ from tests.wire import gateway
 from tfunnel.config.expose import ExposeConfig, RestartPolicy, UpstreamSpec
 from tfunnel.config.model import Limits
 from tfunnel.errors import UpstreamError
-from tfunnel.upstream.http import public_url
+from tfunnel.upstream.http import HttpTransport, public_url
 from tfunnel.upstream.http_sse import SseDecoder, SseEvent
 from tfunnel.upstream.states import Context, Identity, State
 from tfunnel.upstream.supervisor import Supervisor
@@ -190,11 +190,11 @@ async def test_a_gateway_lists_and_calls_an_http_upstream(home: Path) -> None:
     with trio.fail_after(90):
         async with server_process(argv, port, env), gateway(home) as wire:
             await wire.initialize()
-            listed = await call(wire, 1, "toolfunnel_list_tools", {})
-            assert "ev_echo" in json.dumps(listed)
-            reply = await wire.request(2, "tools/call", {"name": "toolfunnel_run_tool",
-                                                         "arguments": {"name": "ev_echo",
-                                                                       "args": {"message": "via gw"}}})
+            listed = await wire.request(1, "tools/call", {"name": "toolfunnel_list_tools",
+                                                          "arguments": {"category": "mcp:ev"}})
+            briefs = json.loads(listed["result"]["content"][0]["text"])
+            assert "ev_echo" in [b["id"] for b in briefs]
+            reply = await call(wire, 2, "ev_echo", {"message": "via gw"})
             assert "via gw" in json.dumps(reply["result"]["content"])
 
 
@@ -215,6 +215,7 @@ class Reply:
     # An event stream: these chunks, then (if `drop`) the connection is cut, else held open.
     events: list[bytes] | None = None
     drop: bool = False
+    closed: trio.Event | None = None  # set once the client closes a held-open event stream
 
 
 Handler = Callable[[Seen], Awaitable[Reply]]
@@ -252,13 +253,17 @@ async def _serve_connection(stream: trio.SocketStream, handler: Handler, seen: l
             seen.append(hit)
             reply = await handler(hit)
             if reply.events is not None:
-                await stream.send_all(conn.send(h11.Response(
-                    status_code=reply.status, headers=[("content-type", "text/event-stream"), *reply.headers])))
+                sse = [("content-type", "text/event-stream"), *reply.headers]
+                await stream.send_all(conn.send(h11.Response(status_code=reply.status, headers=sse)))
                 for chunk in reply.events:
                     await stream.send_all(conn.send(h11.Data(data=chunk)))
                 if reply.drop:
                     return
-                await trio.sleep_forever()
+                while await stream.receive_some(65536):
+                    pass  # held open until the client closes it
+                if reply.closed is not None:
+                    reply.closed.set()
+                return
             headers_out = [*reply.headers, ("content-length", str(len(reply.body)))]
             await stream.send_all(conn.send(h11.Response(status_code=reply.status, headers=headers_out)))
             await stream.send_all(conn.send(h11.Data(data=reply.body)) + conn.send(h11.EndOfMessage()))
@@ -389,3 +394,58 @@ async def test_headers_get_stream_resume_and_delete(tmp_path: Path) -> None:
     delete = next(h for h in seen if h.method == "DELETE")
     assert delete.headers["mcp-session-id"] == "s1"
     assert secret not in repr(logs) and "query-secret" not in repr(logs)
+
+
+def modern_request(request_id: int, method: str, params: dict[str, Any]) -> bytes:
+    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}
+    return json.dumps({"jsonrpc": "2.0", "id": request_id, "method": method,
+                       "params": {**params, "_meta": meta}}).encode() + b"\n"
+
+
+async def test_a_modern_request_carries_its_headers_and_is_cancelled_by_closing_its_stream(
+        tmp_path: Path) -> None:
+    """A modern tools/call carries MCP-Protocol-Version, Mcp-Method and Mcp-Name (base64 when not
+    plain ASCII) and no session; its `notifications/cancelled` closes the POST's response stream
+    and is not sent."""
+    closed = trio.Event()
+
+    async def handler(hit: Seen) -> Reply:
+        if hit.body and hit.body.get("method") == "tools/call":
+            return Reply(events=[b": working\n\n"], closed=closed)
+        return Reply(202)
+
+    with trio.fail_after(10):
+        async with fake_server(handler) as (url, seen):
+            spec = UpstreamSpec(id="m", transport="http", url=url)
+            async with HttpTransport(spec, context(tmp_path)).connect() as stream:
+                await stream.send(modern_request(5, "tools/call", {"name": "grüße", "arguments": {}}))
+                while not seen:
+                    await trio.sleep(0.01)
+                await trio.sleep(0.1)
+                assert not closed.is_set()
+                await stream.send(json.dumps({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                                              "params": {"requestId": 5}}).encode() + b"\n")
+                await closed.wait()
+    headers = seen[0].headers
+    assert headers["mcp-protocol-version"] == "2026-07-28" and headers["mcp-method"] == "tools/call"
+    assert headers["mcp-name"] == "=?base64?Z3LDvMOfZQ==?=" and "mcp-session-id" not in headers
+    assert headers["accept"] == "application/json, text/event-stream"
+    assert len(seen) == 1  # the cancel was the closed stream, not a POST
+
+
+async def test_an_answer_over_the_cap_fails_only_its_request(tmp_path: Path) -> None:
+    """A JSON answer bigger than maxMessageBytes becomes an error answer for that request id."""
+    async def handler(hit: Seen) -> Reply:
+        assert hit.body is not None
+        return json_reply({"jsonrpc": "2.0", "id": hit.body["id"], "result": {"x": "y" * 5000}})
+
+    ctx = Context(tmp_path, {}, Limits(max_message_bytes=1000), Identity("t", "0"), lambda: None)
+    with trio.fail_after(10):
+        async with fake_server(handler) as (url, _):
+            spec = UpstreamSpec(id="m", transport="http", url=url)
+            async with HttpTransport(spec, ctx).connect() as stream:
+                await stream.send(b'{"jsonrpc":"2.0","id":9,"method":"tools/list","params":{}}\n')
+                answer = await stream.receive()
+    assert isinstance(answer, bytes)
+    error = json.loads(answer)
+    assert error["id"] == 9 and "over 1000 bytes" in error["error"]["message"]
