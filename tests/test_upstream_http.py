@@ -216,6 +216,7 @@ class Reply:
     events: list[bytes] | None = None
     drop: bool = False
     closed: trio.Event | None = None  # set once the client closes a held-open event stream
+    finish: bool = False  # end the event stream cleanly after the chunks
 
 
 Handler = Callable[[Seen], Awaitable[Reply]]
@@ -259,6 +260,10 @@ async def _serve_connection(stream: trio.SocketStream, handler: Handler, seen: l
                     await stream.send_all(conn.send(h11.Data(data=chunk)))
                 if reply.drop:
                     return
+                if reply.finish:
+                    await stream.send_all(conn.send(h11.EndOfMessage()))
+                    conn.start_next_cycle()
+                    continue
                 while await stream.receive_some(65536):
                     pass  # held open until the client closes it
                 if reply.closed is not None:
@@ -294,12 +299,18 @@ class LegacyServer:
         self.lost: set[str] = set()
         self.call_status = 200
         self.gets = 0
+        self.polled: Any = None
+        self.poll = False  # answer tools/call only on the resumed stream (2025-11-25 polling)
 
     async def __call__(self, hit: Seen) -> Reply:
         body = hit.body or {}
         method = body.get("method")
         if hit.method == "DELETE":
             return Reply(200)
+        if hit.method == "GET" and hit.headers.get("last-event-id") == "p1":
+            late = {"content": [{"type": "text", "text": "late"}]}
+            answer = {"jsonrpc": "2.0", "id": self.polled, "result": late}
+            return Reply(events=[b"id: p2\ndata: " + json.dumps(answer).encode() + b"\n\n"], finish=True)
         if hit.method == "GET":
             self.gets += 1
             if self.gets == 1:  # one event, then the stream drops
@@ -321,6 +332,9 @@ class LegacyServer:
         if method == "tools/list":
             tool = {"name": "echo", "inputSchema": {"type": "object"}}
             return json_reply({"jsonrpc": "2.0", "id": body["id"], "result": {"tools": [tool]}})
+        if method == "tools/call" and self.poll:
+            self.polled = body["id"]
+            return Reply(events=[b"id: p1\ndata:\n\nretry: 10\n\n"], finish=True)
         if method == "tools/call" and self.call_status != 200:
             return Reply(self.call_status, [("content-type", "text/plain")], b"boom")
         return json_reply({"jsonrpc": "2.0", "id": body["id"],
@@ -449,3 +463,16 @@ async def test_an_answer_over_the_cap_fails_only_its_request(tmp_path: Path) -> 
     assert isinstance(answer, bytes)
     error = json.loads(answer)
     assert error["id"] == 9 and "over 1000 bytes" in error["error"]["message"]
+
+
+async def test_a_request_stream_closed_early_is_resumed_for_its_answer(tmp_path: Path) -> None:
+    """A legacy server that closes a request's stream after priming it answers on the stream
+    resumed with GET and `Last-Event-ID`; the call gets that answer."""
+    server = LegacyServer()
+    server.poll = True
+    with trio.fail_after(20):
+        async with fake_server(server) as (url, seen), supervised(tmp_path, url) as supervisor:
+            result = await call_tool(supervisor, "f", "echo", {})
+    assert result["content"][0]["text"] == "late"
+    resumed = [h for h in seen if h.method == "GET" and h.headers.get("last-event-id") == "p1"]
+    assert len(resumed) == 1 and resumed[0].headers["mcp-session-id"] == "s1"

@@ -68,7 +68,10 @@ def public_url(url: str) -> str:
     host = parts.hostname or ""
     if ":" in host:
         host = f"[{host}]"
-    port = f":{parts.port}" if parts.port is not None else ""
+    try:
+        port = f":{parts.port}" if parts.port is not None else ""
+    except ValueError:  # not a number: show none rather than fail
+        port = ""
     return f"{parts.scheme}://{host}{port}{parts.path}"
 
 
@@ -109,6 +112,7 @@ class HttpStream:
         self.protocol_version: str | None = None  # negotiated by a legacy initialize
         self._modern: dict[jsonrpc.RequestId, trio.CancelScope] = {}
         self._listening = False
+        self._modern_only = False  # the last request was modern, and no legacy session exists
 
     @property
     def pid(self) -> int | None:
@@ -133,9 +137,11 @@ class HttpStream:
     async def wait_closed(self) -> str:
         return self._reason or "closed its stream"
 
-    def end(self, reason: str) -> None:
+    def end(self, reason: str, *, session_lost: bool = False) -> None:
         """End the stream (the first reason wins): `receive` returns None once the messages
         already received are read."""
+        if session_lost:
+            self.session_id = None  # nothing left to DELETE
         if self._ended.is_set():
             return
         self._reason = reason
@@ -157,6 +163,7 @@ class HttpStream:
             scope = trio.CancelScope()
             if modern is not None:
                 self._modern[parsed["id"]] = scope
+            self._modern_only = modern is not None and self.protocol_version is None
             self._nursery.start_soon(self._request, parsed, body, modern, scope)
             return
         if method == "notifications/cancelled":
@@ -164,6 +171,8 @@ class HttpStream:
             scope_or_none = self._modern.pop(cancelled, None) if isinstance(cancelled, (str, int)) else None
             if scope_or_none is not None:  # a modern request is cancelled by closing its stream
                 scope_or_none.cancel()
+                return
+            if self._modern_only:  # a modern request that already ended: nothing to cancel
                 return
         await self._one_way(body, method)
 
@@ -208,7 +217,7 @@ class HttpStream:
     async def _answer(self, response: httpx2.Response, request_id: jsonrpc.RequestId, initialize: bool,
                       carried_session: bool) -> None:
         if response.status_code == 404 and carried_session:
-            self.end("lost its session (404)")
+            self.end("lost its session (404)", session_lost=True)
             return
         if response.status_code >= 400:
             body = await self._read(response)
@@ -217,17 +226,14 @@ class HttpStream:
         if initialize:
             self.session_id = response.headers.get(SESSION_HEADER)
         kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
-        answered = False
+        answered: bool | None = False
         if kind == "text/event-stream":
             decoder = SseDecoder(self._max)
-            async for chunk in response.aiter_bytes():
-                for event in decoder.feed(chunk):
-                    if event.oversize:
-                        await self._deliver(self._error(request_id, f"sent an event over {self._max} bytes"))
-                        return
-                    if event.event == "message" and event.data:
-                        answered = self._answers(event.data.encode(), request_id, initialize) or answered
-                        await self._deliver(event.data.encode())
+            answered = await self._events(response, decoder, request_id, initialize)
+            if answered is False and carried_session and decoder.last_id is not None:
+                # A legacy server may close a request's stream early (2025-11-25 polling): its
+                # answer comes when we resume the stream, which is not a cancel.
+                answered = await self._resume(request_id, decoder)
         elif kind == "application/json":
             data = await self._read(response)
             if data is None:
@@ -235,9 +241,41 @@ class HttpStream:
                 return
             answered = self._answers(data, request_id, initialize)
             await self._deliver(data)
-        if not answered:
+        if answered is False:
             await self._deliver(self._error(
                 request_id, f"ended the response (HTTP {response.status_code}) without an answer"))
+
+    async def _events(self, response: httpx2.Response, decoder: SseDecoder, request_id: jsonrpc.RequestId,
+                      initialize: bool = False) -> bool | None:
+        """Deliver a request's stream of events: whether its answer came (None: refused as over
+        the cap, an error answer already delivered)."""
+        answered = False
+        async for chunk in response.aiter_bytes():
+            for event in decoder.feed(chunk):
+                if event.oversize:
+                    await self._deliver(self._error(request_id, f"sent an event over {self._max} bytes"))
+                    return None
+                if event.event == "message" and event.data:
+                    answered = self._answers(event.data.encode(), request_id, initialize) or answered
+                    await self._deliver(event.data.encode())
+        return answered
+
+    async def _resume(self, request_id: jsonrpc.RequestId, decoder: SseDecoder) -> bool | None:
+        """Reopen a request's stream with GET and `Last-Event-ID` until its answer comes (bounded)."""
+        pause = GET_RETRY_S
+        for _ in range(GET_RETRIES):
+            await trio.sleep(pause)
+            assert decoder.last_id is not None
+            headers = {**self._headers, "Accept": "text/event-stream", **self._session_headers(),
+                       "Last-Event-ID": decoder.last_id}
+            async with self._client.stream("GET", self._url, headers=headers) as response:
+                if response.status_code != 200:
+                    return False
+                answered = await self._events(response, decoder, request_id)
+                if answered is not False:
+                    return answered
+            pause *= 2
+        return False
 
     def _answers(self, data: bytes, request_id: jsonrpc.RequestId, initialize: bool) -> bool:
         """Whether `data` answers the request; an initialize answer also names the version."""
@@ -297,7 +335,7 @@ class HttpStream:
             self.end(_why(exc))
             raise UpstreamError(f"upstream {self._id!r} {self._reason}") from exc
         if status == 404 and SESSION_HEADER in extra:
-            self.end("lost its session (404)")
+            self.end("lost its session (404)", session_lost=True)
             raise UpstreamError(f"upstream {self._id!r} {self._reason}")
         if status >= 400:
             raise UpstreamError(f"upstream {self._id!r} refused {method or 'a response'} with HTTP {status}")
@@ -323,7 +361,7 @@ class HttpStream:
                         log.debug("upstream has no GET stream", upstream=self._id)
                         return
                     if response.status_code == 404 and SESSION_HEADER in headers:
-                        self.end("lost its session (404)")
+                        self.end("lost its session (404)", session_lost=True)
                         return
                     if response.status_code >= 400:
                         log.info("upstream refused its GET stream", upstream=self._id,
@@ -334,7 +372,10 @@ class HttpStream:
                         for event in decoder.feed(chunk):
                             if event.retry_ms is not None:
                                 pause = min(event.retry_ms / 1000, MAX_RETRY_S)
-                            if event.event == "message" and event.data and not event.oversize:
+                            if event.oversize:
+                                log.warning("upstream event over the message cap dropped", upstream=self._id,
+                                            limit=self._max)
+                            elif event.event == "message" and event.data:
                                 await self._deliver(event.data.encode())
                 reason = "closed its output"
             except httpx2.HTTPError as exc:
