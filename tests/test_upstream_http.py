@@ -476,3 +476,14 @@ async def test_a_request_stream_closed_early_is_resumed_for_its_answer(tmp_path:
     assert result["content"][0]["text"] == "late"
     resumed = [h for h in seen if h.method == "GET" and h.headers.get("last-event-id") == "p1"]
     assert len(resumed) == 1 and resumed[0].headers["mcp-session-id"] == "s1"
+
+
+async def test_an_unreachable_server_is_a_clear_restartable_failure(tmp_path: Path) -> None:
+    """Nothing listens on the port: the first POST ends the stream naming the failure, and the
+    upstream goes to backoff (retried, not stopped)."""
+    url = f"http://127.0.0.1:{free_port()}/mcp"
+    with trio.fail_after(20):
+        async with supervised(tmp_path, url) as supervisor:
+            upstream = supervisor.upstreams["f"]
+            assert upstream.state is State.BACKOFF
+            assert upstream.last_error == "upstream 'f' could not be reached (connection failed)"
