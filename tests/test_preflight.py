@@ -64,9 +64,8 @@ def upstream(uid: str, **fields: Any) -> UpstreamSpec:
                   "found on PATH"], id="command-not-found"),
     pytest.param(upstream("own-path", command="only-here", env={"PATH": "{home}/bin"}), [],
                  id="its-own-PATH"),
-    pytest.param(upstream("web", transport="http", command="", url="https://example.test/mcp"),
-                 ["mcp/expose.json: upstreams[0] (id 'web'): field 'transport': transport 'http' is not "
-                  "available in this version"], id="transport"),
+    pytest.param(upstream("web", transport="http", command="", url="https://example.test/mcp"), [],
+                 id="http-has-no-command-to-check"),
     pytest.param(upstream("nowhere", cwd="missing-dir"),
                  ["mcp/expose.json: upstreams[0] (id 'nowhere'): field 'cwd': {home}/missing-dir does not "
                   "exist"], id="cwd-missing"),

@@ -108,9 +108,9 @@ async def test_stderr_is_drained_and_only_its_tail_kept(tmp_path: Path) -> None:
     (UpstreamSpec(id="u", command=sys.executable, args=("a\0b",)), True, True, "cannot start"),
     (UpstreamSpec(id="u", command=sys.executable, env={"NODE_OPTIONS": "--require x"}), True, True,
      "isolation guard"),
-    (UpstreamSpec(id="u", command="x", transport="http", url="http://localhost:1/mcp"), True, True,
-     "transport 'http' is not available in this version (stdio only)"),
-], ids=["no-command", "no-cwd", "nul-byte", "isolation", "transport"])
+    (UpstreamSpec(id="u", transport="http", url="http://localhost:1/mcp", headers={"A": "${MISSING_VAR}"}),
+     True, False, "header 'A' refers to ${MISSING_VAR}"),
+], ids=["no-command", "no-cwd", "nul-byte", "isolation", "http-header"])
 async def test_refusals_are_spawn_failures(tmp_path: Path, spec: UpstreamSpec, permanent: bool, final: bool,
                                            says: str) -> None:
     """What cannot start is a `SpawnFailed` (never an OSError), permanent or final as retrying can

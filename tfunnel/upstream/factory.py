@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tfunnel.config.expose import AVAILABLE_TRANSPORTS, UpstreamSpec
+from tfunnel.upstream.http import HttpTransport
 from tfunnel.upstream.states import Context
 from tfunnel.upstream.stdio import StdioTransport
 from tfunnel.upstream.transport import SpawnFailed, UpstreamTransport
@@ -14,5 +15,6 @@ def transport_for(spec: UpstreamSpec, ctx: Context) -> UpstreamTransport:
     and only a config change heals it."""
     if spec.transport not in AVAILABLE_TRANSPORTS:
         raise SpawnFailed(f"upstream {spec.id!r}: transport {spec.transport!r} is not available "
-                          "in this version (stdio only)", permanent=True, final=True)
-    return StdioTransport(spec, ctx)
+                          f"in this version (available: {', '.join(AVAILABLE_TRANSPORTS)})",
+                          permanent=True, final=True)
+    return HttpTransport(spec, ctx) if spec.transport == "http" else StdioTransport(spec, ctx)
