@@ -30,8 +30,9 @@ from tests.wire import gateway
 from tfunnel.config.expose import ExposeConfig, RestartPolicy, UpstreamSpec
 from tfunnel.config.model import Limits
 from tfunnel.errors import UpstreamError
-from tfunnel.upstream.http import HttpTransport, public_url
+from tfunnel.upstream.http import HttpTransport
 from tfunnel.upstream.http_sse import SseDecoder, SseEvent
+from tfunnel.upstream.remote import display_url
 from tfunnel.upstream.states import Context, Identity, State
 from tfunnel.upstream.supervisor import Supervisor
 
@@ -65,7 +66,7 @@ def test_sse_decoder(chunks: list[bytes], events: list[SseEvent]) -> None:
 
 def test_public_url_drops_userinfo_and_query() -> None:
     """What logs and /health show of a URL has no credentials and no query."""
-    assert public_url("https://user:pw@example.test:8443/mcp?key=s3cr3t#x") == "https://example.test:8443/mcp"
+    assert display_url("https://user:pw@example.test:8443/mcp?key=s3cr3t#x") == "https://example.test:8443/mcp"
 
 
 # --- shared helpers ---------------------------------------------------------------------------

@@ -29,7 +29,6 @@ import json
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
-from urllib.parse import urlsplit
 
 import httpx2
 import structlog
@@ -40,7 +39,7 @@ from tfunnel.errors import UpstreamError
 from tfunnel.protocol import jsonrpc
 from tfunnel.protocol.eras import PROTOCOL_VERSION_META
 from tfunnel.upstream.http_sse import SseDecoder
-from tfunnel.upstream.remote import expand_headers
+from tfunnel.upstream.remote import display_url, expand_headers
 from tfunnel.upstream.states import Context
 from tfunnel.upstream.transport import MessageStream, Received
 
@@ -60,19 +59,6 @@ DELETE_S = 2.0
 # Messages received but not yet read by the session: the POST tasks wait beyond this.
 INBOX = 64
 _MCP_NAME_PARAM = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
-
-
-def public_url(url: str) -> str:
-    """The URL as logs and `/health` may show it: no userinfo, query or fragment."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    if ":" in host:
-        host = f"[{host}]"
-    try:
-        port = f":{parts.port}" if parts.port is not None else ""
-    except ValueError:  # not a number: show none rather than fail
-        port = ""
-    return f"{parts.scheme}://{host}{port}{parts.path}"
 
 
 def header_value(value: str) -> str:
@@ -100,7 +86,7 @@ class HttpStream:
         assert spec.url is not None
         self._id = spec.id
         self._url = spec.url
-        self._peer = public_url(spec.url)
+        self._peer = display_url(spec.url)
         self._max = ctx.limits.max_message_bytes
         self._client = client
         self._headers = dict(headers)
