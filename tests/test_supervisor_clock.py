@@ -271,7 +271,7 @@ async def test_supervisor_reconfigure(tmp_path: Path) -> None:
 @pytest.mark.parametrize("spec", [
     UpstreamSpec(id="u", command="x", args=("--root", "/etc/outside-the-home")),
     UpstreamSpec(id="u", command="x", env={"NODE_OPTIONS": "--require /tmp/x.js"}),
-    UpstreamSpec(id="u", command="x", transport="websocket"),
+    UpstreamSpec(id="u", command="x", transport="http", url="http://localhost:1/mcp"),
 ], ids=["outside-path", "code-loading-env", "transport"])
 async def test_refusal_that_only_config_heals_is_final(tmp_path: Path, spec: UpstreamSpec) -> None:
     """An isolation refusal (or a transport this version lacks) stops the upstream at t = 0: one
@@ -291,7 +291,7 @@ async def test_refusal_that_only_config_heals_is_final(tmp_path: Path, spec: Ups
         assert (spec.args[-1] if spec.args else "env NODE_OPTIONS") in stats.stopped_reason
         assert "/tmp/x.js" not in stats.stopped_reason  # an env value (maybe a secret) is never repeated
     else:
-        assert "websocket" in stats.stopped_reason
+        assert "http" in stats.stopped_reason
 
 
 async def test_a_waiting_call_wakes_when_its_upstream_is_removed(tmp_path: Path) -> None:

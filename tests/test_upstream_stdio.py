@@ -109,7 +109,7 @@ async def test_stderr_is_drained_and_only_its_tail_kept(tmp_path: Path) -> None:
     (UpstreamSpec(id="u", command=sys.executable, env={"NODE_OPTIONS": "--require x"}), True, True,
      "isolation guard"),
     (UpstreamSpec(id="u", command="x", transport="http", url="http://localhost:1/mcp"), True, True,
-     "transport 'http' is not available in this version (stdio only)"),
+     "transport 'http' is not available in this version (available: stdio, websocket)"),
 ], ids=["no-command", "no-cwd", "nul-byte", "isolation", "transport"])
 async def test_refusals_are_spawn_failures(tmp_path: Path, spec: UpstreamSpec, permanent: bool, final: bool,
                                            says: str) -> None:

@@ -78,6 +78,8 @@ def upstream_findings(expose: ExposeConfig, home: Path, env: Mapping[str, str]) 
                 EXPOSE_FILE, f"transport {spec.transport!r} is not available in this version "
                 f"(available: {', '.join(AVAILABLE_TRANSPORTS)})", label, "transport"))
             continue
+        if spec.transport != "stdio":
+            continue  # a remote upstream has no command, cwd or environment of ours to check
         found.errors += [ConfigProblem(EXPOSE_FILE, f"isolation guard: {text}", label)
                          for text in isolation_problems(spec, home)]
         cwd = spec.resolved_cwd(home)

@@ -6,6 +6,7 @@ from tfunnel.config.expose import AVAILABLE_TRANSPORTS, UpstreamSpec
 from tfunnel.upstream.states import Context
 from tfunnel.upstream.stdio import StdioTransport
 from tfunnel.upstream.transport import SpawnFailed, UpstreamTransport
+from tfunnel.upstream.websocket import WebSocketTransport
 
 
 def transport_for(spec: UpstreamSpec, ctx: Context) -> UpstreamTransport:
@@ -14,5 +15,8 @@ def transport_for(spec: UpstreamSpec, ctx: Context) -> UpstreamTransport:
     and only a config change heals it."""
     if spec.transport not in AVAILABLE_TRANSPORTS:
         raise SpawnFailed(f"upstream {spec.id!r}: transport {spec.transport!r} is not available "
-                          "in this version (stdio only)", permanent=True, final=True)
+                          f"in this version (available: {', '.join(AVAILABLE_TRANSPORTS)})", permanent=True,
+                          final=True)
+    if spec.transport == "websocket":
+        return WebSocketTransport(spec, ctx)
     return StdioTransport(spec, ctx)
