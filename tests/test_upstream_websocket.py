@@ -25,10 +25,11 @@ from tfunnel.config.expose import ExposeConfig, RestartPolicy, UpstreamSpec
 from tfunnel.config.model import Limits
 from tfunnel.errors import UpstreamError
 from tfunnel.protocol import jsonrpc
+from tfunnel.protocol.framing import Oversize
 from tfunnel.upstream.factory import transport_for
 from tfunnel.upstream.states import Context, Identity
 from tfunnel.upstream.supervisor import Supervisor
-from tfunnel.upstream.transport import SpawnFailed, UpstreamTransport
+from tfunnel.upstream.transport import MessageStream, SpawnFailed, UpstreamTransport
 from tfunnel.upstream.websocket import Keepalive, WebSocketTransport, peer_of
 
 pytestmark = pytest.mark.timeout(60)
@@ -70,6 +71,13 @@ def ws_spec(port: int, **fields: Any) -> UpstreamSpec:
                            "url": f"ws://127.0.0.1:{port}/mcp", "restart": FAST, **fields})
 
 
+async def receive_json(stream: MessageStream) -> Any:
+    """The next message, decoded (it must be one, not the end or an over-cap marker)."""
+    message = await stream.receive()
+    assert isinstance(message, bytes), message
+    return json.loads(message)
+
+
 async def wait_state(supervisor: Supervisor, state: str, timeout: float = 10) -> None:
     with trio.fail_after(timeout):
         while supervisor.upstreams["ws"].statistics().state != state:
@@ -91,8 +99,9 @@ async def test_listed_called_killed_and_reconnected(tmp_path: Path) -> None:
         async with ws_server() as (proc, port), trio.open_nursery() as nursery:
             await nursery.start(supervisor.run, ExposeConfig(upstreams=(ws_spec(port),)))
             stats = supervisor.upstreams["ws"].statistics()
-            assert (stats.state, stats.transport, stats.pid, stats.era) == ("ready", "websocket", None, "legacy")
-            assert [t["name"] for t in supervisor.ready_tools()["ws"]] == ["echo", "hang"]
+            assert (stats.state, stats.transport, stats.pid, stats.era) == (
+                "ready", "websocket", None, "legacy")
+            assert [t["name"] for t in supervisor.ready_tools()["ws"]] == ["echo", "hang", "big"]
             answer = await call_tool(supervisor, "ws", "echo", {"text": "hi"})
             assert answer["content"] == [{"type": "text", "text": "hi"}]
 
@@ -194,14 +203,14 @@ async def test_a_hanging_handshake_is_a_failed_attempt(tmp_path: Path) -> None:
 async def test_messages_are_text_frames_and_the_stream_ends_with_the_close(tmp_path: Path) -> None:
     """A sent message is one text frame (answered by the server), the peer is the URL, and a
     server that goes away ends the stream with why."""
-    transport: UpstreamTransport = WebSocketTransport(ws_spec(0), context(tmp_path))
     with trio.fail_after(20):
         async with ws_server() as (proc, port):
-            transport = WebSocketTransport(ws_spec(port), context(tmp_path))
+            transport: UpstreamTransport = WebSocketTransport(ws_spec(port), context(tmp_path))
             async with transport.connect() as stream:
-                assert (stream.pid, stream.peer, stream.stderr_tail()) == (None, f"ws://127.0.0.1:{port}/mcp", "")
+                assert (stream.pid, stream.peer, stream.stderr_tail()) == (
+                    None, f"ws://127.0.0.1:{port}/mcp", "")
                 await stream.send(jsonrpc.encode({"jsonrpc": "2.0", "id": 1, "method": "ping"}))
-                assert json.loads(await stream.receive() or b"") == {"jsonrpc": "2.0", "id": 1, "result": {}}
+                assert await receive_json(stream) == {"jsonrpc": "2.0", "id": 1, "result": {}}
                 proc.kill()
                 assert await stream.receive() is None
                 await stream.wait_ended()
@@ -217,18 +226,36 @@ async def test_a_silent_peer_is_noticed_by_the_keepalive(tmp_path: Path) -> None
     goes unanswered, within the keep-alive's interval plus timeout."""
     keepalive = Keepalive(interval_s=0.2, timeout_s=0.3)
     with trio.fail_after(20):
-        async with ws_server() as (proc, port):
-            async with WebSocketTransport(ws_spec(port), context(tmp_path), keepalive=keepalive).connect() as stream:
-                await trio.sleep(0.5)  # pings answered: still up
-                os.kill(proc.pid, signal.SIGSTOP)
-                try:
-                    stopped = trio.current_time()
-                    assert await stream.receive() is None
-                    assert trio.current_time() - stopped < 0.2 + 0.3 + 0.5
-                    await stream.wait_ended()
-                    assert await stream.wait_closed() == "did not answer a ping within 0.3 s"
-                finally:
-                    os.kill(proc.pid, signal.SIGCONT)
+        async with ws_server() as (proc, port), \
+                WebSocketTransport(ws_spec(port), context(tmp_path), keepalive=keepalive).connect() as stream:
+            await trio.sleep(0.7)  # several pings, answered: still up
+            await stream.send(jsonrpc.encode({"jsonrpc": "2.0", "id": 1, "method": "ping"}))
+            assert await receive_json(stream) == {"jsonrpc": "2.0", "id": 1, "result": {}}
+            os.kill(proc.pid, signal.SIGSTOP)
+            try:
+                stopped = trio.current_time()
+                assert await stream.receive() is None
+                assert trio.current_time() - stopped < 0.2 + 0.3 + 0.5
+                await stream.wait_ended()
+                assert await stream.wait_closed() == "did not answer a ping within 0.3 s"
+            finally:
+                os.kill(proc.pid, signal.SIGCONT)
+
+
+async def test_a_binary_frame_is_skipped_and_a_big_text_frame_is_the_marker(tmp_path: Path) -> None:
+    """A binary frame is not a message (skipped); a text frame over the message cap is the
+    framing's marker naming its request, and the connection stays up for the next one."""
+    ctx = Context(tmp_path, {}, Limits(max_message_bytes=1000), Identity("t", "0"), lambda: None)
+    with trio.fail_after(20):
+        async with ws_server() as (_, port), WebSocketTransport(ws_spec(port), ctx).connect() as stream:
+            await stream.send(jsonrpc.encode({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                                              "params": {"name": "big", "arguments": {"size": 2000}}}))
+            first = await stream.receive()
+            assert isinstance(first, Oversize) and first.sniff_id() == 7 and first.size_at_least > 2000
+            await stream.send(jsonrpc.encode({"jsonrpc": "2.0", "id": 8, "method": "tools/call",
+                                              "params": {"name": "big", "arguments": {"size": 10}}}))
+            second = await receive_json(stream)
+            assert second["id"] == 8 and second["result"]["content"][0]["text"] == "x" * 10
 
 
 async def test_gateway_lists_and_calls_a_websocket_upstream(home: Path) -> None:
@@ -242,8 +269,8 @@ async def test_gateway_lists_and_calls_a_websocket_upstream(home: Path) -> None:
                 listed = await wire.request(2, "tools/call", {"name": "toolfunnel_list_tools",
                                                               "arguments": {"category": "mcp:ws"}})
                 briefs = json.loads(listed["result"]["content"][0]["text"])
-                assert [b["id"] for b in briefs] == ["ws_echo", "ws_hang"]
-                ran = await wire.request(3, "tools/call", {"name": "toolfunnel_run_tool",
-                                                           "arguments": {"name": "ws_echo", "args": {"text": "hey"}}})
+                assert [b["id"] for b in briefs] == ["ws_echo", "ws_hang", "ws_big"]
+                ran = await wire.request(3, "tools/call", {
+                    "name": "toolfunnel_run_tool", "arguments": {"name": "ws_echo", "args": {"text": "hey"}}})
                 assert ran["result"]["content"] == [{"type": "text", "text": "hey"}]
                 assert SECRET.encode() not in wire.stderr
