@@ -85,8 +85,9 @@ def peer_of(url: str) -> str:
 
 
 class WebSocketStream:
-    """One connection's `MessageStream`. It ends when the server closes (or the socket breaks),
-    or when a ping goes unanswered; either way the reader is stopped and `wait_ended` returns."""
+    """One connection's `MessageStream`. It ends when the server closes (or the socket breaks:
+    once what came before is read), or at once when a ping goes unanswered (nothing more will
+    come); either way `wait_ended` returns."""
 
     def __init__(self, ws: WebSocketConnection, *, upstream_id: str, peer: str, max_message_bytes: int,
                  keepalive: Keepalive) -> None:
@@ -169,7 +170,8 @@ class WebSocketStream:
                 try:
                     await self._ws.send_message(text)
                 except ConnectionClosed:
-                    self._end(None)
+                    # Not the end of the stream: what the server sent before closing is still
+                    # read, and the reader then learns of the close itself.
                     return
 
     async def keep_alive(self) -> None:
@@ -180,8 +182,7 @@ class WebSocketStream:
                 try:
                     await self._ws.ping()
                 except ConnectionClosed:
-                    self._end(None)
-                    return
+                    return  # the reader learns of the close (after what was sent before it)
             if waiting.cancelled_caught:
                 self._end(f"did not answer a ping within {self._keepalive.timeout_s:g} s")
                 return
