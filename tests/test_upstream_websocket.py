@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import ssl
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Mapping
@@ -17,6 +18,7 @@ from typing import Any
 import pytest
 import structlog
 import trio
+from trio_websocket import WebSocketRequest, serve_websocket
 
 from tests.conftest import FIXTURES
 from tests.upstreams import call_tool, set_upstreams
@@ -274,3 +276,29 @@ async def test_gateway_lists_and_calls_a_websocket_upstream(home: Path) -> None:
                     "name": "toolfunnel_run_tool", "arguments": {"name": "ws_echo", "args": {"text": "hey"}}})
                 assert ran["result"]["content"] == [{"type": "text", "text": "hey"}]
                 assert SECRET.encode() not in wire.stderr
+
+
+async def test_wss_verifies_the_server_certificate(tmp_path: Path) -> None:
+    """TLS verification is on by default: a wss:// server with a certificate no trusted
+    authority signed is refused (permanent: retrying soon cannot make it trusted)."""
+    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
+    await trio.run_process(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key),
+                            "-out", str(cert), "-days", "1", "-subj", "/CN=127.0.0.1",
+                            "-addext", "subjectAltName=IP:127.0.0.1"],
+                           capture_stdout=True, capture_stderr=True)
+    tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    tls.load_cert_chain(cert, key)
+
+    async def accept(request: WebSocketRequest) -> None:
+        await request.accept(subprotocol="mcp")
+
+    with trio.fail_after(20):
+        async with trio.open_nursery() as nursery:
+            port = (await nursery.start(serve_websocket, accept, "127.0.0.1", 0, tls)).port
+            spec = ws_spec(port, url=f"wss://127.0.0.1:{port}/mcp")
+            with pytest.raises(SpawnFailed) as refused:
+                async with transport_for(spec, context(tmp_path)).connect():
+                    pass
+            nursery.cancel_scope.cancel()
+    assert f"wss://127.0.0.1:{port}/mcp: TLS certificate not trusted" in str(refused.value)
+    assert refused.value.permanent
