@@ -151,6 +151,21 @@ async def test_headers_reach_the_server_and_never_the_logs(tmp_path: Path) -> No
     assert SECRET not in repr(logs)
 
 
+async def test_leaving_closes_with_a_close_frame_even_when_cancelled(tmp_path: Path) -> None:
+    """Leaving `connect()`, also by a cancellation, sends the close frame (code 1000): the server
+    sees a clean close, not a dropped socket."""
+    record = tmp_path / "record.jsonl"
+    with trio.fail_after(20):
+        async with ws_server("--record", str(record)) as (_, port):
+            with trio.CancelScope() as scope:
+                async with transport_for(ws_spec(port), context(tmp_path)).connect():
+                    scope.cancel()
+                    await trio.sleep_forever()
+            while len(record.read_text().splitlines()) < 2:
+                await trio.sleep(0.01)
+    assert json.loads(record.read_text().splitlines()[1]) == {"closed": "1000"}
+
+
 async def test_a_missing_header_variable_is_a_refusal_naming_it(tmp_path: Path) -> None:
     """A header naming an unset variable refuses the connection (permanent), naming the variable."""
     with trio.fail_after(10), pytest.raises(SpawnFailed) as refused:
