@@ -186,6 +186,18 @@ async def test_a_server_without_the_mcp_subprotocol_is_refused(tmp_path: Path) -
     assert refused.value.permanent and not refused.value.final
 
 
+async def test_a_rejected_upgrade_is_a_refusal_naming_the_status(tmp_path: Path) -> None:
+    """A server that answers the upgrade with an HTTP error (say 401: bad credentials) is a
+    permanent refusal naming the status, never raised as an exception group."""
+    with trio.fail_after(10):
+        async with ws_server("--reject", "401") as (_, port):
+            with pytest.raises(SpawnFailed) as refused:
+                async with transport_for(ws_spec(port), context(tmp_path)).connect():
+                    pass
+    assert f"ws://127.0.0.1:{port}/mcp refused the WebSocket connection (HTTP 401)" in str(refused.value)
+    assert refused.value.permanent and not refused.value.final
+
+
 async def test_a_refused_connect_retries_and_shows_no_credentials(tmp_path: Path) -> None:
     """Nothing listening is a transient `SpawnFailed` naming the upstream and the URL without its
     userinfo or query."""
