@@ -66,6 +66,8 @@ def upstream(uid: str, **fields: Any) -> UpstreamSpec:
                  id="its-own-PATH"),
     pytest.param(upstream("web", transport="http", command="", url="https://example.test/mcp"), [],
                  id="http-has-no-command-to-check"),
+    pytest.param(upstream("ws", transport="websocket", command="", url="ws://example.test/mcp"), [],
+                 id="websocket-has-no-command-to-check"),
     pytest.param(upstream("nowhere", cwd="missing-dir"),
                  ["mcp/expose.json: upstreams[0] (id 'nowhere'): field 'cwd': {home}/missing-dir does not "
                   "exist"], id="cwd-missing"),

@@ -19,6 +19,7 @@ import trio.testing
 from tfunnel.config.expose import ExposeConfig, RestartPolicy, UpstreamSpec
 from tfunnel.config.model import Limits
 from tfunnel.testing.scripted import Script, ScriptedTransport
+from tfunnel.upstream import factory
 from tfunnel.upstream.supervisor import Context, Identity, State, Supervisor, Upstream, UpstreamStatistics
 from tfunnel.upstream.transport import SpawnFailed, UpstreamTransport
 
@@ -271,11 +272,14 @@ async def test_supervisor_reconfigure(tmp_path: Path) -> None:
 @pytest.mark.parametrize("spec", [
     UpstreamSpec(id="u", command="x", args=("--root", "/etc/outside-the-home")),
     UpstreamSpec(id="u", command="x", env={"NODE_OPTIONS": "--require /tmp/x.js"}),
-    UpstreamSpec(id="u", command="x", transport="websocket"),
+    UpstreamSpec(id="u", command="x", transport="http", url="http://localhost:1/mcp"),
 ], ids=["outside-path", "code-loading-env", "transport"])
-async def test_refusal_that_only_config_heals_is_final(tmp_path: Path, spec: UpstreamSpec) -> None:
-    """An isolation refusal (or a transport this version lacks) stops the upstream at t = 0: one
-    attempt, no backoff, `restarts: 0`, the reason naming the value and the opt-out."""
+async def test_refusal_that_only_config_heals_is_final(tmp_path: Path, spec: UpstreamSpec,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """An isolation refusal (or a transport this version lacks: every configurable one starts
+    today, so the list is narrowed here) stops the upstream at t = 0: one attempt, no backoff,
+    `restarts: 0`, the reason naming the value and the opt-out."""
+    monkeypatch.setattr(factory, "AVAILABLE_TRANSPORTS", ("stdio",))
     upstream = Upstream(spec, Context(tmp_path, {}, Limits(), Identity("t", "0"), lambda: None,
                                       jitter=lambda: 0.5))  # the real transport factory
     with trio.fail_after(1000):
@@ -291,7 +295,7 @@ async def test_refusal_that_only_config_heals_is_final(tmp_path: Path, spec: Ups
         assert (spec.args[-1] if spec.args else "env NODE_OPTIONS") in stats.stopped_reason
         assert "/tmp/x.js" not in stats.stopped_reason  # an env value (maybe a secret) is never repeated
     else:
-        assert "websocket" in stats.stopped_reason
+        assert "http" in stats.stopped_reason
 
 
 async def test_a_waiting_call_wakes_when_its_upstream_is_removed(tmp_path: Path) -> None:

@@ -30,7 +30,7 @@ from tfunnel.errors import ConfigError, ConfigProblem
 EXPOSE_FILE = "mcp/expose.json"
 TRANSPORTS = ("stdio", "http", "websocket")
 # The transports this version can start; the others are valid config, refused when started.
-AVAILABLE_TRANSPORTS = ("stdio", "http")
+AVAILABLE_TRANSPORTS = ("stdio", "http", "websocket")
 URL_SCHEMES = {"http": ("http", "https"), "websocket": ("ws", "wss")}
 # An upstream id becomes part of surfaced tool names (`<id>_<tool>`, `mcp__<id>__<tool>`).
 UPSTREAM_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")

@@ -7,6 +7,7 @@ from tfunnel.upstream.http import HttpTransport
 from tfunnel.upstream.states import Context
 from tfunnel.upstream.stdio import StdioTransport
 from tfunnel.upstream.transport import SpawnFailed, UpstreamTransport
+from tfunnel.upstream.websocket import WebSocketTransport
 
 
 def transport_for(spec: UpstreamSpec, ctx: Context) -> UpstreamTransport:
@@ -17,4 +18,8 @@ def transport_for(spec: UpstreamSpec, ctx: Context) -> UpstreamTransport:
         raise SpawnFailed(f"upstream {spec.id!r}: transport {spec.transport!r} is not available "
                           f"in this version (available: {', '.join(AVAILABLE_TRANSPORTS)})",
                           permanent=True, final=True)
-    return HttpTransport(spec, ctx) if spec.transport == "http" else StdioTransport(spec, ctx)
+    if spec.transport == "http":
+        return HttpTransport(spec, ctx)
+    if spec.transport == "websocket":
+        return WebSocketTransport(spec, ctx)
+    return StdioTransport(spec, ctx)
