@@ -29,10 +29,11 @@ from tfunnel.errors import UpstreamError
 from tfunnel.protocol import jsonrpc
 from tfunnel.protocol.framing import Oversize
 from tfunnel.upstream.factory import transport_for
+from tfunnel.upstream.remote import display_url
 from tfunnel.upstream.states import Context, Identity
 from tfunnel.upstream.supervisor import Supervisor
 from tfunnel.upstream.transport import MessageStream, SpawnFailed, UpstreamTransport
-from tfunnel.upstream.websocket import Keepalive, WebSocketTransport, peer_of
+from tfunnel.upstream.websocket import Keepalive, WebSocketTransport
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -88,8 +89,8 @@ async def wait_state(supervisor: Supervisor, state: str, timeout: float = 10) ->
 
 def test_the_peer_never_shows_userinfo_or_query() -> None:
     """What is logged of a URL keeps scheme, host, port and path, never a credential."""
-    assert peer_of("wss://user:pw@mcp.example:8443/ws?token=abc#x") == "wss://mcp.example:8443/ws"
-    assert peer_of("ws://[::1]/mcp") == "ws://[::1]/mcp"
+    assert display_url("wss://user:pw@mcp.example:8443/ws?token=abc#x") == "wss://mcp.example:8443/ws"
+    assert display_url("ws://[::1]/mcp") == "ws://[::1]/mcp"
 
 
 async def test_listed_called_killed_and_reconnected(tmp_path: Path) -> None:

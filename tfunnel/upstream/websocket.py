@@ -10,7 +10,7 @@ Frames: a text frame is one message (its UTF-8 bytes); one over `limits.max_mess
 framing's `Oversize` marker (its head names the request, so that call fails and the connection
 stays up); a binary frame is not a JSON-RPC message under `mcp` and is skipped with a warning.
 
-Only `peer_of(url)` (no userinfo, no query: either may hold a credential) is ever logged or raised;
+Only `display_url(url)` (no userinfo, no query: either may hold a credential) is ever logged or raised;
 header values never are. trio-websocket and OS errors are mapped here to `SpawnFailed` (from
 `connect()`) and `UpstreamError` (from `send()`).
 """
@@ -38,7 +38,7 @@ from trio_websocket import (
 from tfunnel.config.expose import UpstreamSpec
 from tfunnel.errors import UpstreamError
 from tfunnel.protocol.framing import OVERSIZE_HEAD, Oversize
-from tfunnel.upstream.remote import expand_headers
+from tfunnel.upstream.remote import display_url, expand_headers
 from tfunnel.upstream.states import Context
 from tfunnel.upstream.transport import MessageStream, Received, SpawnFailed
 
@@ -69,19 +69,6 @@ class Keepalive:
 # Well under the 60 s idle timeouts common in proxies and load balancers, so the pings also keep
 # an idle connection through them.
 KEEPALIVE = Keepalive()
-
-
-def peer_of(url: str) -> str:
-    """`url` without userinfo, query or fragment: what logs and errors may show."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    if ":" in host:
-        host = f"[{host}]"
-    try:
-        port = parts.port
-    except ValueError:
-        port = None
-    return f"{parts.scheme}://{host}{f':{port}' if port is not None else ''}{parts.path}"
 
 
 class WebSocketStream:
@@ -202,7 +189,7 @@ class WebSocketTransport:
         if not spec.url:
             raise SpawnFailed(f"upstream {spec.id!r}: a websocket upstream needs a url", permanent=True,
                               final=True)
-        peer = peer_of(spec.url)
+        peer = display_url(spec.url)
         headers = expand_headers(spec.id, spec.headers, ctx.env)
         timeout_s = spec.request_timeout_ms / 1000
         # The whole opening (TCP, TLS, the upgrade) is bounded: a server that takes the connection
