@@ -68,6 +68,11 @@ def upstream(uid: str, **fields: Any) -> UpstreamSpec:
                  id="http-has-no-command-to-check"),
     pytest.param(upstream("ws", transport="websocket", command="", url="ws://example.test/mcp"), [],
                  id="websocket-has-no-command-to-check"),
+    pytest.param(upstream("gh", transport="http", command="", url="https://example.test/mcp",
+                          headers={"Authorization": "Bearer ${NO_SUCH_TOKEN_XYZ}", "X-P": "${PATH}"}),
+                 ["mcp/expose.json: upstreams[0] (id 'gh'): field 'headers': header 'Authorization' "
+                  "refers to ${{NO_SUCH_TOKEN_XYZ}}, which is not set in the gateway's environment"],
+                 id="remote-header-variable-missing"),
     pytest.param(upstream("nowhere", cwd="missing-dir"),
                  ["mcp/expose.json: upstreams[0] (id 'nowhere'): field 'cwd': {home}/missing-dir does not "
                   "exist"], id="cwd-missing"),

@@ -28,6 +28,8 @@ from tfunnel.gate.manifest import HOOK_STATE_FILE, MANIFEST_FILE, HookManifest, 
 from tfunnel.gate.runner import hook_variables
 from tfunnel.tools.resolve import ScriptNotRunnable, resolve_script, script_argv
 from tfunnel.upstream.isolation import isolation_problems
+from tfunnel.upstream.remote import expand_headers
+from tfunnel.upstream.transport import SpawnFailed
 
 
 @dataclass
@@ -67,7 +69,8 @@ def path_kind(path: Path) -> Kind | str:
 
 def upstream_findings(expose: ExposeConfig, home: Path, env: Mapping[str, str]) -> Findings:
     """Enabled upstreams that would not start: transport not available here, isolation refusal,
-    command not found (on the upstream's own `PATH`) or not executable, `cwd` missing."""
+    command not found (on the upstream's own `PATH`) or not executable, `cwd` missing; for a
+    remote one, a header that refers to a variable `env` does not have."""
     found = Findings()
     for index, spec in enumerate(expose.upstreams):
         if not spec.enabled:
@@ -79,6 +82,10 @@ def upstream_findings(expose: ExposeConfig, home: Path, env: Mapping[str, str]) 
                 f"(available: {', '.join(AVAILABLE_TRANSPORTS)})", label, "transport"))
             continue
         if spec.transport != "stdio":  # a remote upstream has no command, cwd or isolation to check
+            try:  # but its headers' `${NAME}` must be set where the gateway runs
+                expand_headers(spec.id, spec.headers, env)
+            except SpawnFailed as exc:
+                found.errors.append(ConfigProblem(EXPOSE_FILE, str(exc).split(": ", 1)[-1], label, "headers"))
             continue
         found.errors += [ConfigProblem(EXPOSE_FILE, f"isolation guard: {text}", label)
                          for text in isolation_problems(spec, home)]
