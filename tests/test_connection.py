@@ -13,6 +13,7 @@ import trio
 import trio.testing
 
 from tfunnel.errors import ProtocolError
+from tfunnel.observe.observer import NullObserver
 from tfunnel.protocol import jsonrpc
 from tfunnel.protocol.eras import Era
 from tfunnel.protocol.jsonrpc import Notification, Request, Response
@@ -88,7 +89,7 @@ class ScriptedRouter:
         self.ended.append(session.id)
 
 
-class Counted:
+class Counted(NullObserver):
     """An observer that keeps each request it is told of."""
 
     def __init__(self) -> None:
@@ -96,18 +97,6 @@ class Counted:
 
     def request(self, method: str, seconds: float, *, error: bool) -> None:
         self.requests.append((method, error))
-
-    def tool_call(self, tool: str, seconds: float, *, outcome: str) -> None:
-        return None
-
-    def gate(self, decision: str) -> None:
-        return None
-
-    def hook(self, event: str, seconds: float) -> None:
-        return None
-
-    def inflight(self, delta: int) -> None:
-        return None
 
 
 def connect(router: ScriptedRouter | None = None, *, max_inflight: int | None = None,

@@ -8,8 +8,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from tfunnel.errors import ProtocolError
-from tfunnel.protocol.jsonrpc import METHOD_NOT_FOUND
+from tfunnel.route.bridge import relay
 from tfunnel.upstream.call import UpstreamCall
 from tfunnel.upstream.supervisor import Supervisor
 
@@ -30,25 +29,6 @@ def set_upstreams(home: Path, *upstreams: dict[str, Any], expose: list[dict[str,
 FAST_RESTART = {"restart": {"initialBackoffS": 0.2, "maxBackoffS": 0.5}}
 
 
-class _Channel:
-    """A caller's side of an upstream call for tests: relays progress, answers questions."""
-
-    def __init__(self, on_progress: Callable[[dict[str, Any]], None] | None,
-                 on_request: Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]] | None) -> None:
-        self._on_progress = on_progress
-        self._on_request = on_request
-        self.answers = on_request is not None
-
-    def progress(self, params: dict[str, Any]) -> None:
-        if self._on_progress is not None:
-            self._on_progress(params)
-
-    async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        if self._on_request is None:
-            raise ProtocolError(METHOD_NOT_FOUND, f"Method not found: {method}")
-        return await self._on_request(method, params)
-
-
 async def call_tool(supervisor: Supervisor, upstream: str, tool: str, arguments: Mapping[str, Any], *,
                     meta: Mapping[str, Any] | None = None,
                     client_capabilities: Mapping[str, Any] | None = None, log_level: str | None = None,
@@ -58,5 +38,4 @@ async def call_tool(supervisor: Supervisor, upstream: str, tool: str, arguments:
                     ) -> dict[str, Any]:
     """`Supervisor.call_tool` with the call's parts as keywords."""
     call = UpstreamCall(upstream, tool, arguments, meta, client_capabilities or {}, log_level, extra)
-    channel = _Channel(on_progress, on_request) if on_progress or on_request else None
-    return await supervisor.call_tool(call, channel)
+    return await supervisor.call_tool(call, relay(on_progress, on_request))

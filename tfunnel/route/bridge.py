@@ -47,7 +47,7 @@ async def legacy_call(upstreams: Upstreams, call: UpstreamCall, requests: Server
     questions through `requests` (None: it cannot be asked, every question gets the declined
     default)."""
     for _ in range(MAX_INPUT_ROUNDS):
-        wire = await upstreams.call_tool(call, _relay(progress, requests))
+        wire = await upstreams.call_tool(call, relay(progress, requests))
         if wire.get("resultType") != "input_required":
             return wire
         questions, state = _questions(call, wire)
@@ -96,10 +96,10 @@ async def _modern_once(upstreams: Upstreams, call: UpstreamCall, resume: Resume 
                     if declared(method, call.capabilities):
                         return await on_request(method, params)
                     return declined(method)
-                return await upstreams.call_tool(call, _relay(on_progress, asked))
+                return await upstreams.call_tool(call, relay(on_progress, asked))
 
             return await parking.call(parked, progress)
-    return await upstreams.call_tool(call, _relay(progress, None))
+    return await upstreams.call_tool(call, relay(progress, None))
 
 
 def _questions(call: UpstreamCall, wire: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
@@ -143,7 +143,8 @@ def declared(method: str, capabilities: Mapping[str, Any]) -> bool:
     return capability is not None and isinstance(capabilities.get(capability), Mapping)
 
 
-def _relay(progress: Progress | None, requests: ServerRequests | None) -> _Relay | None:
+def relay(progress: Progress | None, requests: ServerRequests | None) -> _Relay | None:
+    """The `CallChannel` of one upstream call (None when there is nothing to relay or answer)."""
     return _Relay(progress, requests) if progress or requests else None
 
 
