@@ -342,7 +342,8 @@ def test_initialize_records_and_answers() -> None:
     assert session.label == "cli/1.2"
     assert result == {
         "protocolVersion": "2025-03-26",
-        "capabilities": {"tools": {"listChanged": True}, "prompts": {}, "resources": {}},
+        "capabilities": {"tools": {"listChanged": True}, "prompts": {"listChanged": True},
+                         "resources": {"listChanged": True}, "completions": {}},
         "serverInfo": {"name": "tfunnel", "version": "0.1"},
         "instructions": "Use the meta-tools.",
     }

@@ -11,14 +11,14 @@ import trio
 
 from tests.hooks import decision, set_hooks
 from tfunnel.config.load import load_register, load_settings
-from tfunnel.config.model import Settings, ToolState
+from tfunnel.config.model import Register, Settings, ToolState
 from tfunnel.errors import ProtocolError
 from tfunnel.gate.engine import HookEngine
-from tfunnel.gate.gated import NeedsInput, Outcome
+from tfunnel.gate.gated import ALLOW, NeedsInput, Outcome, PreDecision, ToolCall
 from tfunnel.gate.manifest import load_manifest
 from tfunnel.observe.audit import AuditLog
 from tfunnel.protocol.eras import Era
-from tfunnel.protocol.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, Request
+from tfunnel.protocol.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, RESOURCE_NOT_FOUND, Request
 from tfunnel.protocol.modern import SERVER_INFO_META
 from tfunnel.protocol.results import ToolResult
 from tfunnel.protocol.session import ClientSession
@@ -26,6 +26,7 @@ from tfunnel.route import Router
 from tfunnel.route.modern import CONFIRM_PREFIX
 from tfunnel.surface.catalog import Catalog
 from tfunnel.surface.context import CallContext
+from tfunnel.surface.reads import Reads
 from tfunnel.surface.service import Surface
 from tfunnel.testing.fakes import NoUpstreams
 from tfunnel.tools.runner import LocalRunner
@@ -65,7 +66,18 @@ class NoHooks:
 
 
 def router(tmp_path: Path, surface: Any) -> Router:
-    return Router(lambda: Settings(), surface, NoHooks(), AuditLog(tmp_path))
+    audit = AuditLog(tmp_path)
+    catalog = Catalog(Register(), ToolState())
+    reads = Reads(lambda: catalog, lambda: AllowAll(), NoUpstreams(), audit)
+    return Router(lambda: Settings(), surface, NoHooks(), audit, reads=reads)
+
+
+class AllowAll:
+    async def pre_tool_use(self, call: ToolCall) -> PreDecision:
+        return ALLOW
+
+    async def post_tool_use(self, call: ToolCall, result: ToolResult) -> None:
+        return None
 
 
 BOTH = (Era.LEGACY, Era.MODERN)
@@ -82,8 +94,17 @@ TABLE: list[tuple[str, dict[str, Any], tuple[Era, ...], dict[str, Any] | int]] =
     ("prompts/list", {}, BOTH, {"prompts": []}),
     ("resources/list", {}, BOTH, {"resources": []}),
     ("resources/templates/list", {}, BOTH, {"resourceTemplates": []}),
+    ("prompts/list", {"cursor": "forged"}, BOTH, INVALID_PARAMS),
     ("prompts/get", {"name": "p"}, BOTH, INVALID_PARAMS),
-    ("resources/read", {"uri": "file:///x"}, BOTH, INVALID_PARAMS),
+    ("prompts/get", {}, BOTH, INVALID_PARAMS),
+    ("prompts/get", {"name": "p", "arguments": {"a": 1}}, BOTH, INVALID_PARAMS),
+    # A resource that does not exist: -32002 in the legacy era, -32602 in the modern one.
+    ("resources/read", {"uri": "file:///x"}, (Era.LEGACY,), RESOURCE_NOT_FOUND),
+    ("resources/read", {"uri": "file:///x"}, (Era.MODERN,), INVALID_PARAMS),
+    ("resources/read", {"uri": 3}, BOTH, INVALID_PARAMS),
+    ("completion/complete", {"ref": {"type": "ref/prompt", "name": "p"}, "argument": {"name": "a",
+                             "value": ""}}, BOTH, INVALID_PARAMS),
+    ("completion/complete", {"ref": {"type": "nope"}, "argument": {}}, BOTH, INVALID_PARAMS),
     ("initialize", {"protocolVersion": V}, (Era.MODERN,), METHOD_NOT_FOUND),
     ("no/such", {}, BOTH, METHOD_NOT_FOUND),
 ]

@@ -47,14 +47,15 @@ class Notifications:
 
 @asynccontextmanager
 async def sdk_client(home: Path, notes: Notifications | None = None,
-                     env: dict[str, str] | None = None, *, settle: bool = True) -> AsyncIterator[Client]:
+                     env: dict[str, str] | None = None, *, settle: bool = True,
+                     mode: str = "legacy") -> AsyncIterator[Client]:
     """The SDK's stdio client on a gateway it spawns; with `settle` (the default) the test starts
     once the gateway's upstreams had their start (its stderr says so), as `tests.wire.gateway`."""
     params = StdioServerParameters(command=sys.executable,
                                    args=["-m", "tfunnel", "--home", str(home), "serve"], env=env)
     with tempfile.TemporaryFile("w+b") as errlog:
         try:
-            async with Client(stdio_client(params, errlog=errlog), mode="legacy", cache=None,  # type: ignore[arg-type]
+            async with Client(stdio_client(params, errlog=errlog), mode=mode, cache=None,  # type: ignore[arg-type]
                               message_handler=notes) as client:
                 if settle:
                     with trio.fail_after(30):

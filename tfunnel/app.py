@@ -32,6 +32,7 @@ from tfunnel.proc.reaper import REAPER
 from tfunnel.route.channel import LegacyChannel
 from tfunnel.route.router import Router
 from tfunnel.serve.stdio import StdioServer
+from tfunnel.surface.reads import Reads
 from tfunnel.surface.service import Surface
 from tfunnel.tools.runner import LocalRunner
 from tfunnel.upstream.supervisor import Context, Identity, Supervisor
@@ -83,6 +84,7 @@ def build(home: Path, environ: Mapping[str, str] | None = None, observer: Observ
                                     Identity(settings.client_name, settings.client_version),
                                     live.upstreams_changed))
     live.ready_tools = supervisor.ready_tools
+    live.ready_lists = supervisor.ready_lists
     # One bound on the processes of the whole gateway, tools and hooks alike.
     slots = trio.CapacityLimiter(settings.limits.max_tool_processes)
     gate = HookEngine(home, lambda: live.hooks, lambda: live.settings.gate.ask_fallback, audit, env,
@@ -91,7 +93,9 @@ def build(home: Path, environ: Mapping[str, str] | None = None, observer: Observ
     # A call without a client (the CLI's) is asked nothing: an upstream's questions are declined.
     surface = Surface(lambda: live.catalog, lambda: gate, runner, supervisor, audit, observer,
                       default_channel=LegacyChannel({}, None, {}))
-    router = Router(lambda: live.settings, surface, gate, audit, tools_changed=live.tools_changed)
+    reads = Reads(lambda: live.catalog, lambda: gate, supervisor, audit)
+    router = Router(lambda: live.settings, surface, gate, audit, reads=reads,
+                    tools_changed=live.tools_changed)
     return Gateway(home, live, audit, gate, supervisor, surface, router, read_as)
 
 

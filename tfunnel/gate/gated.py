@@ -97,11 +97,10 @@ Outcome = ToolResult | NeedsInput
 Execute = Callable[[Mapping[str, Any]], Awaitable[Outcome]]
 
 
-async def gated_run(gate: Gate, call: ToolCall, execute: Execute, *, post: bool = True) -> Outcome:
-    """Ask PreToolUse; on allow run `execute` with the (possibly updated) arguments, then
-    tell PostToolUse. A deny raises `GateDenied`; a failing gate denies (flagged internal). An
-    `ask` waiting for the client's answer, or an execution waiting for one (an upstream's
-    question), is returned as `NeedsInput` (without PostToolUse: the call has not finished)."""
+async def admit(gate: Gate, call: ToolCall) -> PreDecision | NeedsInput:
+    """PreToolUse alone: the allowing decision (its `updated_input` may rewrite the call), or an
+    `ask` still waiting for the client's answer; a deny raises `GateDenied`, and so does a
+    failing gate (flagged internal)."""
     try:
         decision = await gate.pre_tool_use(call)
     except Exception as exc:  # the gate's own failure must never let a call through
@@ -113,6 +112,17 @@ async def gated_run(gate: Gate, call: ToolCall, execute: Execute, *, post: bool 
     if not decision.allow:
         raise GateDenied(decision.reason or f"{call.surfaced!r} was blocked by a PreToolUse hook",
                          internal=decision.internal)
+    return decision
+
+
+async def gated_run(gate: Gate, call: ToolCall, execute: Execute, *, post: bool = True) -> Outcome:
+    """Ask PreToolUse; on allow run `execute` with the (possibly updated) arguments, then
+    tell PostToolUse. A deny raises `GateDenied`; a failing gate denies (flagged internal). An
+    `ask` waiting for the client's answer, or an execution waiting for one (an upstream's
+    question), is returned as `NeedsInput` (without PostToolUse: the call has not finished)."""
+    decision = await admit(gate, call)
+    if isinstance(decision, NeedsInput):
+        return decision
     args = decision.updated_input if decision.updated_input is not None else call.args
     result = await execute(args)
     if isinstance(result, NeedsInput):

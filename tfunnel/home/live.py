@@ -24,9 +24,13 @@ from tfunnel.home.files import HomeReading
 from tfunnel.observe.audit import LOG_CONFIG, LogConfig
 from tfunnel.surface.catalog import Catalog
 from tfunnel.surface.changes import Changes
+from tfunnel.surface.upstream_items import Extras
 from tfunnel.surface.upstream_tools import assemble
 
 ReadyTools = Callable[[], Mapping[str, Sequence[Mapping[str, Any]]]]
+# Every ready upstream's lists by kind (`upstream.listing`: tools, prompts, resources, templates;
+# a kind the upstream does not declare is absent).
+ReadyLists = Callable[[], Mapping[str, Mapping[str, Sequence[Mapping[str, Any]]]]]
 T = TypeVar("T")
 
 log = structlog.get_logger("tfunnel.config")
@@ -47,6 +51,7 @@ class Live:
         self.expose = start.value(EXPOSE)
         self.log_config = start.value(LOG_CONFIG)
         self.ready_tools: ReadyTools = dict
+        self.ready_lists: ReadyLists = dict
         self.catalog = Catalog(self.register, self.state)
         self.tools_changed = Changes()
         # Set once every upstream connected or failed its first attempt (or the deadline passed).
@@ -64,15 +69,27 @@ class Live:
 
     def _swap(self) -> None:
         local = Catalog(self.register, self.state)
-        upstream = assemble(self.ready_tools(), self.expose.expose, local.local_names())
+        upstream = tuple(assemble(self.ready_tools(), self.expose.expose, local.local_names()))
+        lists = self.ready_lists()
+        extras = Extras.assemble({u: kinds.get("prompts", ()) for u, kinds in lists.items()},
+                                 {u: kinds.get("resources", ()) for u, kinds in lists.items()},
+                                 {u: kinds.get("templates", ()) for u, kinds in lists.items()},
+                                 [u for u, kinds in lists.items() if "resources" in kinds])
         old = self.catalog
-        if (old.register, old.state, old.upstream) == (self.register, self.state, tuple(upstream)):
+        state = old.state != self.state  # visibility of every kind may have changed
+        changed = [kind for kind, differs in (
+            ("tools", state or (old.register, old.upstream) != (self.register, upstream)),
+            ("prompts", state or old.extras.prompts != extras.prompts),
+            ("resources", state or (old.extras.resources, old.extras.templates)
+             != (extras.resources, extras.templates))) if differs]
+        if not changed and old.extras.resource_upstreams == extras.resource_upstreams:
             # The same inputs make the same surface (an upstream re-listed the same tools, one
             # without tools came up, an expose edit touched nothing visible): no news for anyone.
             return
-        self.catalog = Catalog(self.register, self.state, upstream)
-        # Clients list tools at once, upstreams or not: each upstream that comes up later is news.
-        self.tools_changed.bump()
+        self.catalog = Catalog(self.register, self.state, upstream, extras)
+        # Clients list at once, upstreams or not: each upstream that comes up later is news.
+        if changed:
+            self.tools_changed.bump(*changed)
 
     def upstreams_changed(self) -> None:
         """An upstream came up, went down or re-listed its tools."""

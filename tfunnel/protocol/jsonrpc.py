@@ -17,6 +17,10 @@ INVALID_REQUEST = -32600
 METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
+# Legacy MCP: a resource that does not exist (the modern era answers INVALID_PARAMS instead).
+RESOURCE_NOT_FOUND = -32002
+# Ours (implementation-defined range): a PreToolUse hook refused a prompts/get or resources/read.
+POLICY_DENIED = -32010
 
 RequestId = str | int
 

@@ -10,26 +10,14 @@ from tfunnel.errors import ProtocolError
 from tfunnel.protocol.eras import negotiate_legacy
 from tfunnel.protocol.jsonrpc import INVALID_PARAMS
 
-# Prompts and resources are declared and listed empty: a gateway of tools has none yet, and an
-# empty list (cacheable in the modern era) says so better than "method not found".
-SERVER_CAPABILITIES: Mapping[str, Any] = {"tools": {"listChanged": True}, "prompts": {}, "resources": {}}
-# The list methods of the declared-but-empty capabilities, and the key of each list.
-EMPTY_LISTS: Mapping[str, str] = {"prompts/list": "prompts", "resources/list": "resources",
-                                  "resources/templates/list": "resourceTemplates"}
+# What we serve: tools, and the prompts, resources and completion of the upstreams (lists that
+# may be empty, which a client may still ask for and cache).
+SERVER_CAPABILITIES: Mapping[str, Any] = {"tools": {"listChanged": True}, "prompts": {"listChanged": True},
+                                          "resources": {"listChanged": True}, "completions": {}}
 # What a client that cannot be asked answers a server's request: an elicitation is declined,
 # roots are none (any other request has no such answer).
 DECLINED: Mapping[str, Mapping[str, Any]] = {"elicitation/create": {"action": "decline"},
                                               "roots/list": {"roots": []}}
-
-
-def empty_capability(method: str) -> dict[str, Any] | None:
-    """The answer for the declared-but-empty prompts and resources: an empty list, or -32602 for
-    a prompt or resource by name (none exists); None for any other method."""
-    if method in EMPTY_LISTS:
-        return {EMPTY_LISTS[method]: []}
-    if method in ("prompts/get", "resources/read"):
-        raise ProtocolError(INVALID_PARAMS, f"Invalid params: no such {method.split('/')[0][:-1]}")
-    return None
 
 
 @dataclass

@@ -35,6 +35,7 @@ class LegacyChannel:
 
     def __init__(self, capabilities: Mapping[str, Any], peer: Peer | None, params: Mapping[str, Any]) -> None:
         self._progress, self._meta = progress_and_meta(params, peer)
+        self.meta = self._meta  # the caller's `_meta` to forward (a read's, too)
         elicitation = capabilities.get("elicitation")
         self._capabilities: Mapping[str, Any] = {}
         self._requests: ServerRequests | None = None

@@ -11,6 +11,7 @@ import structlog
 from tfunnel.config.model import Settings
 from tfunnel.gate.gated import NeedsInput
 from tfunnel.observe.audit import AuditLog
+from tfunnel.protocol import modern
 from tfunnel.protocol import session as legacy
 from tfunnel.protocol.eras import Era
 from tfunnel.protocol.jsonrpc import Notification, Request
@@ -20,6 +21,7 @@ from tfunnel.route.channel import LegacyChannel
 from tfunnel.route.methods import INSTRUCTIONS, Methods
 from tfunnel.route.peer import Peer
 from tfunnel.surface.context import CallContext
+from tfunnel.surface.reads import Reader
 
 log = structlog.get_logger("tfunnel.router")
 
@@ -86,3 +88,10 @@ class _LegacySite:
             # Not reached: a legacy channel answers every question itself (or declines it).
             return ToolResult.failure(f"{name!r} needs input this client cannot give").to_wire()
         return outcome.to_wire()
+
+    def reader(self) -> Reader:
+        channel = LegacyChannel(self._session.capabilities, self._peer, self._request.params)
+        return Reader(self._session.id, str(self._request.id), channel.ask_user, channel.meta)
+
+    def view(self, result: dict[str, Any]) -> dict[str, Any]:
+        return modern.legacy_view(result)

@@ -16,8 +16,8 @@ from tfunnel.gate.gated import NeedsInput, Outcome
 from tfunnel.protocol.eras import Era
 from tfunnel.protocol.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND
 from tfunnel.protocol.results import ToolResult
-from tfunnel.protocol.session import empty_capability
 from tfunnel.surface.context import CallContext
+from tfunnel.surface.reads import Reader, Reads
 
 INSTRUCTIONS = (
     "This gateway keeps its tools behind four meta-tools. Call toolfunnel_list_tools (use "
@@ -47,19 +47,33 @@ class CallSite(Protocol):
     def finish(self, name: str, outcome: ToolResult | NeedsInput) -> dict[str, Any]:
         """The call's result object on the wire."""
 
+    def reader(self) -> Reader:
+        """Who reads, for a prompts/get, resources/read or completion/complete."""
+
+    def view(self, result: dict[str, Any]) -> dict[str, Any]:
+        """An upstream's result (of any era) as this era's client gets it."""
+
 
 Handler = Callable[[Mapping[str, Any], CallSite], Awaitable[dict[str, Any]]]
 
 
 class Methods:
-    """method → era-neutral handler; the prompts and resources capabilities are declared empty."""
+    """method → era-neutral handler."""
 
-    def __init__(self, surface: Tools) -> None:
+    def __init__(self, surface: Tools, reads: Reads) -> None:
         self._surface = surface
+        self._reads = reads
         self.table: Mapping[str, tuple[frozenset[Era], Handler]] = {
             "ping": (LEGACY_ONLY, self._ping),
             "tools/list": (BOTH, self._list),
             "tools/call": (BOTH, self._call),
+            "prompts/list": (BOTH, lambda params, site: self._lists(reads.list_prompts, params)),
+            "resources/list": (BOTH, lambda params, site: self._lists(reads.list_resources, params)),
+            "resources/templates/list": (BOTH, lambda params, site: self._lists(reads.list_templates,
+                                                                                 params)),
+            "prompts/get": (BOTH, self._read(reads.get_prompt)),
+            "resources/read": (BOTH, self._read(reads.read_resource)),
+            "completion/complete": (BOTH, self._read(reads.complete)),
         }
 
     async def handle(self, era: Era, method: str, params: Mapping[str, Any],
@@ -69,10 +83,17 @@ class Methods:
         entry = self.table.get(method)
         if entry is not None and era in entry[0]:
             return await entry[1](params, site)
-        empty = empty_capability(method)
-        if empty is not None:
-            return empty
         raise ProtocolError(METHOD_NOT_FOUND, f"Method not found: {method}")
+
+    @staticmethod
+    async def _lists(lister: Callable[[Any], dict[str, Any]], params: Mapping[str, Any]) -> dict[str, Any]:
+        return lister(params.get("cursor"))
+
+    @staticmethod
+    def _read(reader: Callable[[Mapping[str, Any], Reader], Awaitable[dict[str, Any]]]) -> Handler:
+        async def handle(params: Mapping[str, Any], site: CallSite) -> dict[str, Any]:
+            return site.view(await reader(params, site.reader()))
+        return handle
 
     async def _ping(self, params: Mapping[str, Any], site: CallSite) -> dict[str, Any]:
         return {}

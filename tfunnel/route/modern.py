@@ -20,21 +20,31 @@ from tfunnel.errors import ProtocolError
 from tfunnel.gate.gated import AskUser, NeedsInput
 from tfunnel.protocol import modern, mrtr
 from tfunnel.protocol.eras import Era
-from tfunnel.protocol.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, Request
+from tfunnel.protocol.jsonrpc import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    METHOD_NOT_FOUND,
+    RESOURCE_NOT_FOUND,
+    Request,
+)
 from tfunnel.protocol.results import ToolResult
 from tfunnel.protocol.session import SERVER_CAPABILITIES
 from tfunnel.route.bridge import Resume
-from tfunnel.route.channel import CONFIRM_SCHEMA, ModernChannel
+from tfunnel.route.channel import CONFIRM_SCHEMA, ModernChannel, progress_and_meta
 from tfunnel.route.methods import INSTRUCTIONS, Methods
 from tfunnel.route.parking import Parking
 from tfunnel.route.peer import Peer
 from tfunnel.surface.changes import Changes
 from tfunnel.surface.context import CallContext
+from tfunnel.surface.reads import Reader
 
 log = structlog.get_logger("tfunnel.router")
 
 # Listen streams open at once, over every transport; one operator never needs more.
 MAX_LISTEN_STREAMS = 64
+# The list_changed flags of `subscriptions/listen`, and the list each is about.
+LISTEN_KINDS = {"toolsListChanged": "tools", "promptsListChanged": "prompts",
+                "resourcesListChanged": "resources"}
 # The key of the gate's yes/no question among a call's inputRequests.
 CONFIRM_PREFIX = "tfunnel/confirm-"
 
@@ -59,7 +69,13 @@ class ModernAdapter:
             result = await self._listen(request, peer)
         else:
             site = _ModernSite(request, env, peer, self._sealer, self.parking)
-            result = await self._methods.handle(Era.MODERN, method, request.params, site)
+            try:
+                result = await self._methods.handle(Era.MODERN, method, request.params, site)
+            except ProtocolError as exc:
+                if exc.code != RESOURCE_NOT_FOUND:
+                    raise
+                # The modern era has no -32002: a resource not found is invalid params.
+                raise ProtocolError(INVALID_PARAMS, exc.message, exc.data) from None
         settings = self._settings()
         return modern.complete(result, method, {"name": settings.server_name,
                                                 "version": settings.server_version})
@@ -74,8 +90,8 @@ class ModernAdapter:
             raise ProtocolError(METHOD_NOT_FOUND, "Method not found: subscriptions/listen needs a stream")
         if self.listening >= MAX_LISTEN_STREAMS:
             raise ProtocolError(INTERNAL_ERROR, f"too many listen streams (at most {MAX_LISTEN_STREAMS})")
-        # Only tool list changes exist here (no prompts or resources are served).
-        honoured = {"toolsListChanged": True} if wanted.get("toolsListChanged") is True else {}
+        honoured = {flag: True for flag in LISTEN_KINDS if wanted.get(flag) is True}
+        kinds = {LISTEN_KINDS[flag] for flag in honoured}
         tag = {modern.SUBSCRIPTION_ID_META: request.id}
         self.listening += 1
         try:
@@ -85,9 +101,11 @@ class ModernAdapter:
                 nursery.start_soon(_cancel_on, peer.ending, nursery.cancel_scope)
                 seen = self._changes.version
                 while True:
+                    before = seen
                     seen = await self._changes.next_burst(seen)
-                    if honoured:
-                        await peer.notify("notifications/tools/list_changed", {"_meta": tag})
+                    for kind in self._changes.changed_since(before):
+                        if kind in kinds:
+                            await peer.notify(f"notifications/{kind}/list_changed", {"_meta": tag})
         finally:
             self.listening -= 1
         log.info("listen stream ended by the server", id=request.id)
@@ -127,6 +145,14 @@ class _ModernSite:
         channel = ModernChannel(self._env, self._peer, params, resume=resume, parking=self._parking,
                                 ask_user=_asker(self._env, responses, self._approved, asked))
         return CallContext("", str(self._request.id), channel)
+
+    def reader(self) -> Reader:
+        # The gate's `ask` of a read has no MRTR round here: gate.askFallback decides it.
+        _, meta = progress_and_meta(self._request.params, self._peer)
+        return Reader("", str(self._request.id), None, meta, self._env.log_level)
+
+    def view(self, result: dict[str, Any]) -> dict[str, Any]:
+        return result  # `modern.complete` adds what a modern client needs
 
     def finish(self, name: str, outcome: ToolResult | NeedsInput) -> dict[str, Any]:
         if not isinstance(outcome, NeedsInput):

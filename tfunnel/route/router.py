@@ -22,19 +22,20 @@ from tfunnel.route.modern import ModernAdapter
 from tfunnel.route.parking import Parking
 from tfunnel.route.peer import Peer
 from tfunnel.surface.changes import Changes
+from tfunnel.surface.reads import Reads
 from tfunnel.surface.service import Surface
 
 __all__ = ["INSTRUCTIONS", "Peer", "Router", "SessionHooks"]
 
 class Router:
     def __init__(self, settings: Callable[[], Settings], surface: Surface, hooks: SessionHooks,
-                 audit: AuditLog, *, tools_changed: Changes | None = None,
+                 audit: AuditLog, *, reads: Reads, tools_changed: Changes | None = None,
                  parking: Parking | None = None) -> None:
         # Nothing here waits for upstreams: starting ones never hold a client up; their tools
         # appear with list_changed once they are ready.
         self._settings = settings
         self._surface = surface
-        methods = Methods(surface)
+        methods = Methods(surface, reads)
         self.legacy = LegacyAdapter(methods, settings, hooks, audit)
         self.modern = ModernAdapter(methods, settings, tools_changed or Changes(), parking=parking)
 

@@ -64,6 +64,8 @@ class ChangeSignal(Protocol):
 
     async def next_burst(self, seen: int, *, relevant: Callable[[], bool] = ...) -> int: ...
 
+    def changed_since(self, seen: int) -> tuple[str, ...]: ...
+
 
 class ReplyChannel(Protocol):
     """Where a transport takes messages toward the client."""
@@ -241,8 +243,9 @@ class Connection:
     async def list_changed(self, deliver: Callable[[dict[str, Any]], Awaitable[None]], *,
                            initialized_only: bool = True, idle_s: float = math.inf,
                            on_idle: Callable[[], Awaitable[None]] | None = None) -> None:
-        """Tell the client whenever the tool surface changed (coalesced per burst): only once it
-        is initialized, unless `initialized_only` is off; `on_idle` runs after each `idle_s`
+        """Tell the client whenever a list of the surface changed (coalesced per burst, one
+        `notifications/<kind>/list_changed` for each list that changed): only once it is
+        initialized, unless `initialized_only` is off; `on_idle` runs after each `idle_s`
         without one (keep-alives). Runs until cancelled."""
         changes = self.service.changes
         seen = changes.version
@@ -250,8 +253,10 @@ class Connection:
             {"relevant": lambda: self.session.initialized} if initialized_only else {}
         while True:
             with trio.move_on_after(idle_s):
+                before = seen
                 seen = await changes.next_burst(seen, **relevant)
-                await deliver(jsonrpc.notification_message("notifications/tools/list_changed"))
+                for kind in changes.changed_since(before):
+                    await deliver(jsonrpc.notification_message(f"notifications/{kind}/list_changed"))
                 continue
             if on_idle is not None:
                 await on_idle()

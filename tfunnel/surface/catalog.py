@@ -12,9 +12,10 @@ from typing import Any, Literal
 
 from tfunnel.config.model import META_TOOL_NAMES, Register, ToolEntry, ToolState, Visibility
 from tfunnel.surface import search
+from tfunnel.surface.upstream_items import Extras, Route, UpstreamPrompt, UpstreamResource, route
 from tfunnel.surface.upstream_tools import UpstreamTool
 
-Kind = Literal["meta", "local", "upstream"]
+Kind = Literal["meta", "local", "upstream", "prompt", "resource"]
 DEFAULT_LIST_LIMIT = 20
 # A tool without an inputSchema accepts any arguments; advertise exactly that.
 _ANY_OBJECT_SCHEMA: Mapping[str, Any] = {"type": "object"}
@@ -58,10 +59,13 @@ class CatalogRow:
 
 
 class Catalog:
-    def __init__(self, register: Register, state: ToolState, upstream: Sequence[UpstreamTool] = ()) -> None:
+    def __init__(self, register: Register, state: ToolState, upstream: Sequence[UpstreamTool] = (),
+                 extras: Extras | None = None) -> None:
         self.register = register
         self.state = state
         self.upstream = tuple(upstream)
+        self.extras = extras or Extras()
+        self._prompts = {p.surfaced: p for p in self.extras.prompts}
         self._by_id = register.by_id()
         self._by_display: dict[str, ToolEntry] = {}
         for entry in register.tools:
@@ -161,6 +165,38 @@ class Catalog:
             candidates = candidates[:limit]
         return [{"id": b.id, "name": b.name, "summary": b.summary, "category": b.category}
                 for b in candidates]
+
+    # --- prompts and resources: visible unless their gate name is disabled in the state file ---
+
+    def _shown(self, gate_name: str, kind: Kind) -> bool:
+        return self.visibility(gate_name, kind).enabled
+
+    def prompts(self) -> list[UpstreamPrompt]:
+        return [p for p in self.extras.prompts if self._shown(p.gate_name, "prompt")]
+
+    def prompt(self, name: str) -> UpstreamPrompt | str:
+        """The enabled prompt surfaced as `name`, or why there is none."""
+        prompt = self._prompts.get(name)
+        if prompt is None:
+            return f"no prompt {name!r}"
+        if not self._shown(prompt.gate_name, "prompt"):
+            return f"prompt {name!r} is disabled"
+        return prompt
+
+    def resources(self) -> list[UpstreamResource]:
+        return [r for r in self.extras.resources if self._shown(r.gate_name, "resource")]
+
+    def templates(self) -> list[UpstreamResource]:
+        return [t for t in self.extras.templates if self._shown(t.gate_name, "resource")]
+
+    def resource(self, uri: str) -> Route | str:
+        """Where reading `uri` goes (`upstream_items.route`), or why nowhere; a disabled
+        resource (or template) is refused."""
+        found = route(uri, self.extras)
+        if isinstance(found, Route) and found.item is not None \
+                and not self._shown(found.item.gate_name, "resource"):
+            return f"resource {uri!r} is disabled"
+        return found
 
     def rows(self) -> list[CatalogRow]:
         rows = [CatalogRow(name, "meta", name, "meta", "meta", self.visibility(name, "meta"))

@@ -13,20 +13,33 @@ import trio
 DEBOUNCE_S = 0.075
 
 
+# The lists a change is about; each has its `notifications/<kind>/list_changed`.
+KINDS = ("tools", "prompts", "resources")
+
+
 class Changes:
     """A coalescing change counter: a waiter learns that something changed since it last looked,
-    however many changes happened in between. Every transport's `list_changed` loop waits on it
-    through `next_burst`, the one place that debounces."""
+    however many changes happened in between, and which lists (`changed_since`). Every
+    transport's `list_changed` loop waits on it through `next_burst`, the one place that
+    debounces."""
 
     def __init__(self, debounce_s: float = DEBOUNCE_S) -> None:
         self.version = 0
         self.debounce_s = debounce_s
         self._event = trio.Event()
+        self._last: dict[str, int] = {}  # kind → the version of its last change
 
-    def bump(self) -> None:
+    def bump(self, *kinds: str) -> None:
+        """Something changed: the lists `kinds` (default: the tools)."""
         self.version += 1
+        for kind in kinds or ("tools",):
+            self._last[kind] = self.version
         self._event.set()
         self._event = trio.Event()
+
+    def changed_since(self, seen: int) -> tuple[str, ...]:
+        """The lists that changed after version `seen`, in `KINDS` order."""
+        return tuple(kind for kind in KINDS if self._last.get(kind, 0) > seen)
 
     async def wait_beyond(self, seen: int) -> int:
         """Wait until the version passes `seen`; return it (at once, not debounced)."""

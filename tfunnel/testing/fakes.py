@@ -19,3 +19,7 @@ class NoUpstreams:
 
     async def call_tool(self, call: UpstreamCall, channel: CallChannel | None = None) -> dict[str, Any]:
         raise UpstreamUnavailable(f"upstream {call.upstream!r} is not configured")
+
+    async def request(self, upstream_id: str, method: str, params: dict[str, Any], *,
+                      log_level: str | None = None) -> dict[str, Any]:
+        raise UpstreamUnavailable(f"upstream {upstream_id!r} is not configured")

@@ -28,7 +28,9 @@ log = structlog.get_logger("tfunnel.upstream")
 # The probe is a question to a process that may never have heard of it (legacy servers may stay
 # silent): bound how long a legacy upstream's start waits for it.
 PROBE_WINDOW_S = 5.0
-LISTEN_PARAMS: dict[str, Any] = {"notifications": {"toolsListChanged": True}}
+# The listen flag for each capability whose `listChanged` a modern upstream may declare.
+LISTEN_FLAGS = {"tools": "toolsListChanged", "prompts": "promptsListChanged",
+                "resources": "resourcesListChanged"}
 
 
 @dataclass(frozen=True)
@@ -39,11 +41,20 @@ class Connection:
     protocol_version: str
     server_info: Mapping[str, Any] = field(default_factory=dict)
     capabilities: Mapping[str, Any] = field(default_factory=dict)
+    instructions: str = ""  # the server's own, as it sent them (the surface trims them)
 
     def lists_changes(self) -> bool:
-        """Whether a modern upstream advertises tools/list_changed (sent only on a listen stream)."""
-        tools = self.capabilities.get("tools")
-        return self.era is Era.MODERN and isinstance(tools, Mapping) and tools.get("listChanged") is True
+        """Whether a modern upstream advertises any list_changed (sent only on a listen stream)."""
+        return self.era is Era.MODERN and bool(self.listen_flags())
+
+    def listen_flags(self) -> dict[str, bool]:
+        """The `subscriptions/listen` notifications to ask for: each declared `listChanged`."""
+        flags: dict[str, bool] = {}
+        for capability, flag in LISTEN_FLAGS.items():
+            declared = self.capabilities.get(capability)
+            if isinstance(declared, Mapping) and declared.get("listChanged") is True:
+                flags[flag] = True
+        return flags
 
 
 async def connect(session: UpstreamSession, spec: UpstreamSpec, client_info: Mapping[str, Any],
@@ -130,7 +141,8 @@ def _connected(session: UpstreamSession, decision: era.Modern, client_info: Mapp
     info = meta.get(SERVER_INFO_META) if isinstance(meta, Mapping) else None
     capabilities = discover.get("capabilities")
     return Connection(Era.MODERN, decision.version, info if isinstance(info, Mapping) else {},
-                      capabilities if isinstance(capabilities, Mapping) else {})
+                      capabilities if isinstance(capabilities, Mapping) else {},
+                      _text(discover.get("instructions")))
 
 
 async def initialize(session: UpstreamSession, upstream_id: str, client_info: Mapping[str, Any],
@@ -146,14 +158,21 @@ async def initialize(session: UpstreamSession, upstream_id: str, client_info: Ma
     info = result.get("serverInfo")
     capabilities = result.get("capabilities")
     return Connection(Era.LEGACY, str(version), info if isinstance(info, Mapping) else {},
-                      capabilities if isinstance(capabilities, Mapping) else {})
+                      capabilities if isinstance(capabilities, Mapping) else {},
+                      _text(result.get("instructions")))
 
 
-async def listen(session: UpstreamSession, upstream_id: str) -> None:
-    """Hold a `subscriptions/listen` open for tools/list_changed until the incarnation ends (its
-    cancellation sends `notifications/cancelled`, which is how a stdio subscription ends)."""
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+async def listen(session: UpstreamSession, upstream_id: str, notifications: Mapping[str, Any]) -> None:
+    """Hold a `subscriptions/listen` open for `notifications` until the incarnation ends (or the
+    caller cancels it: its cancellation sends `notifications/cancelled`, which is how a stdio
+    subscription ends)."""
     try:
-        await session.request("subscriptions/listen", dict(LISTEN_PARAMS), timeout_s=math.inf)
+        await session.request("subscriptions/listen", {"notifications": dict(notifications)},
+                              timeout_s=math.inf)
     except UpstreamError as exc:
         log.debug("upstream listen stream refused or lost", upstream=upstream_id, error=str(exc))
         return

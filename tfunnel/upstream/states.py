@@ -13,6 +13,7 @@ from pathlib import Path
 import trio
 
 from tfunnel.config.model import Limits
+from tfunnel.protocol.jsonrpc import Notification
 
 
 class State(enum.Enum):
@@ -44,6 +45,9 @@ class Context:
     limits: Limits
     identity: Identity
     on_change: Callable[[], None]
+    # An upstream's notification other than progress and list_changed (resources/updated,
+    # message): the upstream's id and the notification.
+    on_notification: Callable[[str, Notification], None] = lambda upstream, note: None
     jitter: Callable[[], float] = random.random  # in [0, 1); tests pin it
     # Set when the gateway stops by a signal: children are stopped without the usual graces.
     urgent: trio.Event = field(default_factory=trio.Event)
