@@ -71,7 +71,8 @@ async def snapshot(client: Client, prefix: str) -> dict[str, Any]:
     uris = [r["uri"] for r in resources[:3]] + TEMPLATE_READS
     reads = {uri: dumped(await client.read_resource(uri)) for uri in uris}
     name, argument = COMPLETION
-    completion = dumped(await client.complete(PromptReference(type="ref/prompt", name=prefix + name), argument))
+    prompt_ref = PromptReference(type="ref/prompt", name=prefix + name)
+    completion = dumped(await client.complete(prompt_ref, argument))
     template = templates[0]["uriTemplate"]
     by_template = dumped(await client.complete(ResourceTemplateReference(type="ref/resource", uri=template),
                                                {"name": "resourceId", "value": "1"}))

@@ -66,7 +66,7 @@ CASES: list[tuple[str, dict[str, str], dict[str, Any], int, int | None]] = [
     ("Mcp-Name differs", headers("tools/call", "other"), body("tools/call", CALL), 400, -32020),
     ("base64 Mcp-Name differs", headers("tools/call", b64("other")), body("tools/call", CALL), 400, -32020),
     ("bad base64", headers("tools/call", "=?base64?***?="), body("tools/call", CALL), 400, -32020),
-    ("unknown method", headers("completion/complete"), body("completion/complete"), 404, -32601),
+    ("unknown method", headers("no/such"), body("no/such"), 404, -32601),
     ("removed method ping", headers("ping"), body("ping"), 404, -32601),
     ("removed logging/setLevel", headers("logging/setLevel"), body("logging/setLevel", {"level": "info"}),
      404, -32601),
@@ -162,7 +162,8 @@ async def test_listen_over_sse_acknowledges_first_and_ends_gracefully_on_shutdow
     ack, final = events[0], events[-1]
     assert ack["method"] == "notifications/subscriptions/acknowledged"
     assert ack["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == "L1"
-    assert ack["params"]["notifications"] == {"toolsListChanged": True}  # prompts are not served
+    # Each list the gateway serves is honoured, whatever its upstreams have.
+    assert ack["params"]["notifications"] == {"toolsListChanged": True, "promptsListChanged": True}
     assert final["id"] == "L1" and final["result"]["resultType"] == "complete"
     assert final["result"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == "L1"
 

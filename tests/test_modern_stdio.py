@@ -78,7 +78,7 @@ async def test_listen_acknowledges_tags_changes_and_ends(home: Path) -> None:
         (ack2,) = await _listen_events(wire, "L2", 1)
         assert ack1["method"] == "notifications/subscriptions/acknowledged"
         assert ack1["params"]["notifications"] == {"toolsListChanged": True}
-        assert ack2["params"]["notifications"] == {}  # resources are not served: not honoured
+        assert ack2["params"]["notifications"] == {"resourcesListChanged": True}
         state = home / "tools" / "tools.state.json"
         state.write_text(json.dumps({"echo": {"hot": True}}))
         (changed,) = await _listen_events(wire, "L1", 1)

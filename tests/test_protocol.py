@@ -343,7 +343,8 @@ def test_initialize_records_and_answers() -> None:
     assert result == {
         "protocolVersion": "2025-03-26",
         "capabilities": {"tools": {"listChanged": True}, "prompts": {"listChanged": True},
-                         "resources": {"listChanged": True}, "completions": {}},
+                         "resources": {"subscribe": True, "listChanged": True}, "completions": {},
+                         "logging": {}},
         "serverInfo": {"name": "tfunnel", "version": "0.1"},
         "instructions": "Use the meta-tools.",
     }

@@ -32,6 +32,7 @@ from tfunnel.proc.reaper import REAPER
 from tfunnel.route.channel import LegacyChannel
 from tfunnel.route.router import Router
 from tfunnel.serve.stdio import StdioServer
+from tfunnel.surface.notices import Notices
 from tfunnel.surface.reads import Reads
 from tfunnel.surface.service import Surface
 from tfunnel.tools.runner import LocalRunner
@@ -80,9 +81,12 @@ def build(home: Path, environ: Mapping[str, str] | None = None, observer: Observ
     settings = live.settings
     audit = AuditLog(home, live.log_config)
     env = child_environment(home, environ)
+    # Log messages and resource updates for the clients that asked; what they ask goes upstream.
+    notices = Notices(lambda upstream, uris: supervisor.set_subscriptions(upstream, uris),
+                      lambda level: supervisor.set_log_level(level))
     supervisor = Supervisor(Context(home, env, settings.limits,
                                     Identity(settings.client_name, settings.client_version),
-                                    live.upstreams_changed))
+                                    live.upstreams_changed, notices.upstream_notice))
     live.ready_tools = supervisor.ready_tools
     live.ready_lists = supervisor.ready_lists
     # One bound on the processes of the whole gateway, tools and hooks alike.
@@ -93,9 +97,9 @@ def build(home: Path, environ: Mapping[str, str] | None = None, observer: Observ
     # A call without a client (the CLI's) is asked nothing: an upstream's questions are declined.
     surface = Surface(lambda: live.catalog, lambda: gate, runner, supervisor, audit, observer,
                       default_channel=LegacyChannel({}, None, {}))
-    reads = Reads(lambda: live.catalog, lambda: gate, supervisor, audit)
+    reads = Reads(lambda: live.catalog, lambda: gate, supervisor, audit, notices)
     router = Router(lambda: live.settings, surface, gate, audit, reads=reads,
-                    tools_changed=live.tools_changed)
+                    tools_changed=live.tools_changed, notices=notices, resources=lambda: live.catalog)
     return Gateway(home, live, audit, gate, supervisor, surface, router, read_as)
 
 

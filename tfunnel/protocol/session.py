@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -12,8 +12,9 @@ from tfunnel.protocol.jsonrpc import INVALID_PARAMS
 
 # What we serve: tools, and the prompts, resources and completion of the upstreams (lists that
 # may be empty, which a client may still ask for and cache).
-SERVER_CAPABILITIES: Mapping[str, Any] = {"tools": {"listChanged": True}, "prompts": {"listChanged": True},
-                                          "resources": {"listChanged": True}, "completions": {}}
+SERVER_CAPABILITIES: Mapping[str, Any] = {
+    "tools": {"listChanged": True}, "prompts": {"listChanged": True},
+    "resources": {"subscribe": True, "listChanged": True}, "completions": {}, "logging": {}}
 # What a client that cannot be asked answers a server's request: an elicitation is declined,
 # roots are none (any other request has no such answer).
 DECLINED: Mapping[str, Mapping[str, Any]] = {"elicitation/create": {"action": "decline"},
@@ -29,6 +30,10 @@ class ClientSession:
     client_info: dict[str, Any] = field(default_factory=dict)
     capabilities: dict[str, Any] = field(default_factory=dict)
     initialized: bool = False
+    # `logging/setLevel`'s level (stamped on requests to modern upstreams), and where the
+    # connection takes notifications nobody asked for in a request (its transport's stream).
+    log_level: str | None = None
+    push: Callable[[dict[str, Any]], None] | None = field(default=None, repr=False, compare=False)
 
     @property
     def label(self) -> str:

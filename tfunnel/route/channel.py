@@ -22,6 +22,7 @@ from tfunnel.route.bridge import Resume
 from tfunnel.route.parking import Parking
 from tfunnel.route.peer import Peer, Progress, ServerRequests
 from tfunnel.surface.context import Upstreams
+from tfunnel.surface.notices import Notices, via
 from tfunnel.upstream.call import UpstreamCall
 
 log = structlog.get_logger("tfunnel.router")
@@ -33,8 +34,10 @@ CONFIRM_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
 class LegacyChannel:
     """A legacy client's side of one call (`peer` None: a caller that can be asked nothing)."""
 
-    def __init__(self, capabilities: Mapping[str, Any], peer: Peer | None, params: Mapping[str, Any]) -> None:
+    def __init__(self, capabilities: Mapping[str, Any], peer: Peer | None, params: Mapping[str, Any], *,
+                 log_level: str | None = None) -> None:
         self._progress, self._meta = progress_and_meta(params, peer)
+        self._log_level = log_level  # the session's, stamped on calls to modern upstreams
         self.meta = self._meta  # the caller's `_meta` to forward (a read's, too)
         elicitation = capabilities.get("elicitation")
         self._capabilities: Mapping[str, Any] = {}
@@ -48,7 +51,7 @@ class LegacyChannel:
 
     async def call_upstream(self, upstreams: Upstreams, upstream: str, tool: str,
                             arguments: Mapping[str, Any]) -> dict[str, Any] | NeedsInput:
-        call = UpstreamCall(upstream, tool, arguments, self._meta, self._capabilities)
+        call = UpstreamCall(upstream, tool, arguments, self._meta, self._capabilities, self._log_level)
         return await bridge.legacy_call(upstreams, call, self._requests, self._progress)
 
 
@@ -56,7 +59,10 @@ class ModernChannel:
     """A modern client's side of one call: it answers questions on its retry, never by request."""
 
     def __init__(self, env: modern.Envelope, peer: Peer | None, params: Mapping[str, Any], *,
-                 ask_user: AskUser | None, resume: Resume | None, parking: Parking | None) -> None:
+                 ask_user: AskUser | None, resume: Resume | None, parking: Parking | None,
+                 notices: Notices | None = None) -> None:
+        self._peer = peer
+        self._notices = notices or Notices()
         self._progress, self._meta = progress_and_meta(params, peer)
         self._capabilities = {"elicitation": dict(env.client_capabilities["elicitation"])} \
             if env.declared("elicitation") else {}
@@ -68,7 +74,9 @@ class ModernChannel:
     async def call_upstream(self, upstreams: Upstreams, upstream: str, tool: str,
                             arguments: Mapping[str, Any]) -> dict[str, Any] | NeedsInput:
         call = UpstreamCall(upstream, tool, arguments, self._meta, self._capabilities, self._log_level)
-        return await bridge.modern_call(upstreams, call, self._resume, self._parking, self._progress)
+        with self._notices.during(upstream, self._log_level,
+                                  via(self._peer.notify_nowait) if self._peer is not None else None):
+            return await bridge.modern_call(upstreams, call, self._resume, self._parking, self._progress)
 
 
 def progress_and_meta(params: Mapping[str, Any], peer: Peer | None,

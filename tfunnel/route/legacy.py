@@ -9,19 +9,22 @@ from typing import Any, Protocol
 import structlog
 
 from tfunnel.config.model import Settings
+from tfunnel.errors import ProtocolError
 from tfunnel.gate.gated import NeedsInput
 from tfunnel.observe.audit import AuditLog
 from tfunnel.protocol import modern
 from tfunnel.protocol import session as legacy
 from tfunnel.protocol.eras import Era
-from tfunnel.protocol.jsonrpc import Notification, Request
+from tfunnel.protocol.jsonrpc import INVALID_PARAMS, RESOURCE_NOT_FOUND, Notification, Request
 from tfunnel.protocol.results import ToolResult
 from tfunnel.protocol.session import ClientSession
 from tfunnel.route.channel import LegacyChannel
 from tfunnel.route.methods import INSTRUCTIONS, Methods
 from tfunnel.route.peer import Peer
 from tfunnel.surface.context import CallContext
+from tfunnel.surface.notices import LEVELS, Notices, rank
 from tfunnel.surface.reads import Reader
+from tfunnel.surface.upstream_items import Route
 
 log = structlog.get_logger("tfunnel.router")
 
@@ -32,26 +35,64 @@ class SessionHooks(Protocol):
     async def session_end(self, session_id: str) -> None: ...
 
 
+class Resources(Protocol):
+    """Where a resource URI goes (`surface.catalog.Catalog.resource`), for subscriptions."""
+
+    def resource(self, uri: str) -> Route | str: ...
+
+
 class LegacyAdapter:
     def __init__(self, methods: Methods, settings: Callable[[], Settings], hooks: SessionHooks,
-                 audit: AuditLog) -> None:
+                 audit: AuditLog, notices: Notices | None = None,
+                 resources: Callable[[], Resources] | None = None) -> None:
         self._methods = methods
         self._settings = settings
         self._hooks = hooks
         self._audit = audit
+        self._notices = notices or Notices()
+        self._resources = resources
 
     async def handle(self, session: ClientSession, request: Request, peer: Peer | None) -> dict[str, Any]:
-        if request.method == "initialize":
+        method = request.method
+        if method == "initialize":
             return await self._initialize(session, request.params)
-        return await self._methods.handle(Era.LEGACY, request.method, request.params,
+        if method == "logging/setLevel":
+            return self._set_level(session, request.params)
+        if method in ("resources/subscribe", "resources/unsubscribe"):
+            return self._subscription(session, method, request.params)
+        return await self._methods.handle(Era.LEGACY, method, request.params,
                                           _LegacySite(session, request, peer))
+
+    def _set_level(self, session: ClientSession, params: dict[str, Any]) -> dict[str, Any]:
+        level = params.get("level")
+        if rank(level) is None:
+            raise ProtocolError(INVALID_PARAMS, f'Invalid params: "level" must be one of {", ".join(LEVELS)}')
+        assert isinstance(level, str)
+        session.log_level = level
+        if session.push is not None:
+            self._notices.set_level(session.id, session.push, level)
+        return {}
+
+    def _subscription(self, session: ClientSession, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        uri = params.get("uri")
+        if not isinstance(uri, str) or not uri:
+            raise ProtocolError(INVALID_PARAMS, 'Invalid params: "uri" must be a non-empty string')
+        found = self._resources().resource(uri) if self._resources is not None else f"no resource {uri!r}"
+        if isinstance(found, str):
+            raise ProtocolError(RESOURCE_NOT_FOUND, f"Resource not found: {found}", {"uri": uri})
+        if method == "resources/unsubscribe":
+            self._notices.unsubscribe(session.id, found.upstream, found.original)
+        elif session.push is not None:
+            self._notices.subscribe(session.id, session.push, found.upstream, found.original, uri)
+        return {}
 
     def notify(self, session: ClientSession, note: Notification) -> None:
         if note.method in ("notifications/initialized", "initialized"):
             session.initialized = True
 
     async def end_session(self, session: ClientSession) -> None:
-        """The client went away: fire Stop hooks and record the end."""
+        """The client went away: it asks for no more notices; fire Stop hooks, record the end."""
+        self._notices.drop(session.id)
         if session.protocol_version is None:
             return
         await self._hooks.session_end(session.id)
@@ -80,7 +121,8 @@ class _LegacySite:
         self._peer = peer
 
     def context(self) -> CallContext:
-        channel = LegacyChannel(self._session.capabilities, self._peer, self._request.params)
+        channel = LegacyChannel(self._session.capabilities, self._peer, self._request.params,
+                                log_level=self._session.log_level)
         return CallContext(self._session.id, str(self._request.id), channel)
 
     def finish(self, name: str, outcome: ToolResult | NeedsInput) -> dict[str, Any]:
@@ -91,7 +133,8 @@ class _LegacySite:
 
     def reader(self) -> Reader:
         channel = LegacyChannel(self._session.capabilities, self._peer, self._request.params)
-        return Reader(self._session.id, str(self._request.id), channel.ask_user, channel.meta)
+        return Reader(self._session.id, str(self._request.id), channel.ask_user, channel.meta,
+                      self._session.log_level)
 
     def view(self, result: dict[str, Any]) -> dict[str, Any]:
         return modern.legacy_view(result)

@@ -9,7 +9,8 @@ hints, serverInfo).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
 from typing import Any
 
 import structlog
@@ -31,17 +32,22 @@ from tfunnel.protocol.results import ToolResult
 from tfunnel.protocol.session import SERVER_CAPABILITIES
 from tfunnel.route.bridge import Resume
 from tfunnel.route.channel import CONFIRM_SCHEMA, ModernChannel, progress_and_meta
+from tfunnel.route.legacy import Resources
 from tfunnel.route.methods import INSTRUCTIONS, Methods
 from tfunnel.route.parking import Parking
 from tfunnel.route.peer import Peer
 from tfunnel.surface.changes import Changes
 from tfunnel.surface.context import CallContext
+from tfunnel.surface.notices import Notices, via
 from tfunnel.surface.reads import Reader
+from tfunnel.surface.upstream_items import Route
 
 log = structlog.get_logger("tfunnel.router")
 
 # Listen streams open at once, over every transport; one operator never needs more.
 MAX_LISTEN_STREAMS = 64
+# Resource URIs one listen stream may subscribe to.
+MAX_SUBSCRIPTIONS = 256
 # The list_changed flags of `subscriptions/listen`, and the list each is about.
 LISTEN_KINDS = {"toolsListChanged": "tools", "promptsListChanged": "prompts",
                 "resourcesListChanged": "resources"}
@@ -51,7 +57,10 @@ CONFIRM_PREFIX = "tfunnel/confirm-"
 
 class ModernAdapter:
     def __init__(self, methods: Methods, settings: Callable[[], Settings], tools_changed: Changes, *,
-                 sealer: mrtr.Sealer | None = None, parking: Parking | None = None) -> None:
+                 sealer: mrtr.Sealer | None = None, parking: Parking | None = None,
+                 notices: Notices | None = None, resources: Callable[[], Resources] | None = None) -> None:
+        self._notices = notices or Notices()
+        self._resources = resources
         self._methods = methods
         self._settings = settings
         self._changes = tools_changed
@@ -68,7 +77,7 @@ class ModernAdapter:
         elif method == "subscriptions/listen":
             result = await self._listen(request, peer)
         else:
-            site = _ModernSite(request, env, peer, self._sealer, self.parking)
+            site = _ModernSite(request, env, peer, self._sealer, self.parking, self._notices)
             try:
                 result = await self._methods.handle(Era.MODERN, method, request.params, site)
             except ProtocolError as exc:
@@ -90,14 +99,18 @@ class ModernAdapter:
             raise ProtocolError(METHOD_NOT_FOUND, "Method not found: subscriptions/listen needs a stream")
         if self.listening >= MAX_LISTEN_STREAMS:
             raise ProtocolError(INTERNAL_ERROR, f"too many listen streams (at most {MAX_LISTEN_STREAMS})")
-        honoured = {flag: True for flag in LISTEN_KINDS if wanted.get(flag) is True}
+        honoured: dict[str, Any] = {flag: True for flag in LISTEN_KINDS if wanted.get(flag) is True}
         kinds = {LISTEN_KINDS[flag] for flag in honoured}
+        subscribed = self._subscriptions(wanted.get("resourceSubscriptions"))
+        if subscribed:
+            honoured["resourceSubscriptions"] = list(dict.fromkeys(subscribed.values()))
         tag = {modern.SUBSCRIPTION_ID_META: request.id}
         self.listening += 1
         try:
             await peer.notify("notifications/subscriptions/acknowledged",
                               {"_meta": tag, "notifications": honoured})
-            async with trio.open_nursery() as nursery:
+            async with trio.open_nursery() as nursery, \
+                    _listening(self._notices, peer, subscribed, tag):
                 nursery.start_soon(_cancel_on, peer.ending, nursery.cancel_scope)
                 seen = self._changes.version
                 while True:
@@ -112,12 +125,36 @@ class ModernAdapter:
         return {"_meta": tag}  # the graceful end (PROTOCOL.md §3.10)
 
 
+    def _subscriptions(self, uris: Any) -> dict[tuple[str, str], str]:
+        """The resource URIs of a listen request that lead to an upstream, by (upstream, its URI)."""
+        if uris is None:
+            return {}
+        if not isinstance(uris, list) or not all(isinstance(u, str) for u in uris):
+            raise ProtocolError(INVALID_PARAMS,
+                                'Invalid params: "resourceSubscriptions" must be a list of URIs')
+        found: dict[tuple[str, str], str] = {}
+        resources = self._resources() if self._resources is not None else None
+        for uri in uris[:MAX_SUBSCRIPTIONS]:
+            target = resources.resource(uri) if resources is not None else None
+            if isinstance(target, Route):
+                found[target.upstream, target.original] = uri
+        return found
+
+
+@asynccontextmanager
+async def _listening(notices: Notices, peer: Peer, subscribed: dict[tuple[str, str], str],
+                     tag: dict[str, Any]) -> AsyncIterator[None]:
+    with notices.listening(object(), via(peer.notify_nowait), subscribed, tag):
+        yield
+
+
 class _ModernSite:
     """A modern client's call (MRTR): its retry's answers and sealed state in, and what is still
     unanswered sealed into an `input_required` result out."""
 
     def __init__(self, request: Request, env: modern.Envelope, peer: Peer | None, sealer: mrtr.Sealer,
-                 parking: Parking) -> None:
+                 parking: Parking, notices: Notices) -> None:
+        self._notices = notices
         self._request = request
         self._env = env
         self._peer = peer
@@ -143,13 +180,15 @@ class _ModernSite:
         # requestState (or for another question) the gate asks again.
         asked = frozenset(state.asked if state else ())
         channel = ModernChannel(self._env, self._peer, params, resume=resume, parking=self._parking,
-                                ask_user=_asker(self._env, responses, self._approved, asked))
+                                ask_user=_asker(self._env, responses, self._approved, asked),
+                                notices=self._notices)
         return CallContext("", str(self._request.id), channel)
 
     def reader(self) -> Reader:
         # The gate's `ask` of a read has no MRTR round here: gate.askFallback decides it.
         _, meta = progress_and_meta(self._request.params, self._peer)
-        return Reader("", str(self._request.id), None, meta, self._env.log_level)
+        notify = self._peer.notify_nowait if self._peer is not None else None
+        return Reader("", str(self._request.id), None, meta, self._env.log_level, notify)
 
     def view(self, result: dict[str, Any]) -> dict[str, Any]:
         return result  # `modern.complete` adds what a modern client needs

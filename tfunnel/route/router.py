@@ -16,12 +16,13 @@ from tfunnel.observe.audit import AuditLog
 from tfunnel.protocol.eras import Era
 from tfunnel.protocol.jsonrpc import Notification, Request
 from tfunnel.protocol.session import ClientSession
-from tfunnel.route.legacy import LegacyAdapter, SessionHooks
+from tfunnel.route.legacy import LegacyAdapter, Resources, SessionHooks
 from tfunnel.route.methods import INSTRUCTIONS, Methods
 from tfunnel.route.modern import ModernAdapter
 from tfunnel.route.parking import Parking
 from tfunnel.route.peer import Peer
 from tfunnel.surface.changes import Changes
+from tfunnel.surface.notices import Notices
 from tfunnel.surface.reads import Reads
 from tfunnel.surface.service import Surface
 
@@ -30,14 +31,17 @@ __all__ = ["INSTRUCTIONS", "Peer", "Router", "SessionHooks"]
 class Router:
     def __init__(self, settings: Callable[[], Settings], surface: Surface, hooks: SessionHooks,
                  audit: AuditLog, *, reads: Reads, tools_changed: Changes | None = None,
-                 parking: Parking | None = None) -> None:
+                 parking: Parking | None = None, notices: Notices | None = None,
+                 resources: Callable[[], Resources] | None = None) -> None:
         # Nothing here waits for upstreams: starting ones never hold a client up; their tools
         # appear with list_changed once they are ready.
         self._settings = settings
         self._surface = surface
         methods = Methods(surface, reads)
-        self.legacy = LegacyAdapter(methods, settings, hooks, audit)
-        self.modern = ModernAdapter(methods, settings, tools_changed or Changes(), parking=parking)
+        notices = notices or Notices()
+        self.legacy = LegacyAdapter(methods, settings, hooks, audit, notices, resources)
+        self.modern = ModernAdapter(methods, settings, tools_changed or Changes(), parking=parking,
+                                    notices=notices, resources=resources)
 
     async def handle(self, session: ClientSession, request: Request, peer: Peer | None = None, *,
                      era: Era) -> dict[str, Any]:

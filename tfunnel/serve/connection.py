@@ -44,6 +44,8 @@ log = structlog.get_logger("tfunnel.serve")
 MAX_INFLIGHT = 256
 
 DUPLICATE_ID = "Invalid Request: id is already in flight"
+# Notifications waiting for a client's stream (see `Connection.push_notice`).
+MAX_NOTICES = 256
 
 
 class Handler(Protocol):
@@ -111,6 +113,11 @@ class Connection:
         self.max_inflight = max_inflight
         self.inflight: dict[jsonrpc.RequestId, trio.CancelScope] = {}
         self.outbound = OutboundRequests()
+        # Notifications not tied to a request (list_changed, log messages, resource updates), in
+        # order, for `list_changed` to deliver; bounded: a client that reads none loses notices.
+        self._notes_in, self._notes_out = trio.open_memory_channel[dict[str, Any]](MAX_NOTICES)
+        self._dropped = 0
+        session.push = self.push_notice
         # The log context of each request; a modern stateless request has no session to name.
         self._context: dict[str, Any] = {"session": session.id} if bind_session else {}
 
@@ -240,23 +247,40 @@ class Connection:
 
     # --- notifications to the client -------------------------------------------------------------
 
+    def push_notice(self, message: dict[str, Any]) -> None:
+        """Queue a notification for the client's stream (`list_changed` delivers it); dropped,
+        and counted, when the queue is full."""
+        try:
+            self._notes_in.send_nowait(message)
+        except trio.WouldBlock:
+            self._dropped += 1
+            if self._dropped in (1, 10, 100, 1000, 10000):
+                log.warning("client is not reading its notifications; dropped", dropped=self._dropped)
+
     async def list_changed(self, deliver: Callable[[dict[str, Any]], Awaitable[None]], *,
                            initialized_only: bool = True, idle_s: float = math.inf,
                            on_idle: Callable[[], Awaitable[None]] | None = None) -> None:
-        """Tell the client whenever a list of the surface changed (coalesced per burst, one
-        `notifications/<kind>/list_changed` for each list that changed): only once it is
-        initialized, unless `initialized_only` is off; `on_idle` runs after each `idle_s`
-        without one (keep-alives). Runs until cancelled."""
+        """Deliver the notifications not tied to a request, in order: whenever a list of the
+        surface changed (coalesced per burst, one `notifications/<kind>/list_changed` for each
+        list that changed; only once the client is initialized, unless `initialized_only` is
+        off), and what was pushed (`push_notice`). `on_idle` runs after each `idle_s` without one
+        (keep-alives). Runs until cancelled."""
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._changes, initialized_only)
+            while True:
+                with trio.move_on_after(idle_s):
+                    await deliver(await self._notes_out.receive())
+                    continue
+                if on_idle is not None:
+                    await on_idle()
+
+    async def _changes(self, initialized_only: bool) -> None:
         changes = self.service.changes
         seen = changes.version
         relevant: dict[str, Callable[[], bool]] = \
             {"relevant": lambda: self.session.initialized} if initialized_only else {}
         while True:
-            with trio.move_on_after(idle_s):
-                before = seen
-                seen = await changes.next_burst(seen, **relevant)
-                for kind in changes.changed_since(before):
-                    await deliver(jsonrpc.notification_message(f"notifications/{kind}/list_changed"))
-                continue
-            if on_idle is not None:
-                await on_idle()
+            before = seen
+            seen = await changes.next_burst(seen, **relevant)
+            for kind in changes.changed_since(before):
+                await self._notes_in.send(jsonrpc.notification_message(f"notifications/{kind}/list_changed"))

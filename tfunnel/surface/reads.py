@@ -30,6 +30,7 @@ from tfunnel.protocol.jsonrpc import (
 from tfunnel.protocol.meta import own_keys
 from tfunnel.surface import pages
 from tfunnel.surface.catalog import Catalog
+from tfunnel.surface.notices import Notices, via
 from tfunnel.surface.upstream_items import Route
 
 log = structlog.get_logger("tfunnel.surface")
@@ -55,6 +56,9 @@ class Reader:
     ask_user: AskUser | None = None
     meta: Mapping[str, Any] | None = None
     log_level: str | None = None
+    # A modern reader's request stream, for the upstream's log messages while the read runs
+    # (a legacy session hears them on its own stream, `surface.notices`).
+    notify: Callable[[str, dict[str, Any]], None] | None = None
 
 
 def upstream_error(code: int, message: str) -> ProtocolError:
@@ -65,7 +69,8 @@ def upstream_error(code: int, message: str) -> ProtocolError:
 
 class Reads:
     def __init__(self, catalog: Callable[[], Catalog], gate: Callable[[], Gate],
-                 upstreams: UpstreamRequests, audit: AuditLog) -> None:
+                 upstreams: UpstreamRequests, audit: AuditLog, notices: Notices | None = None) -> None:
+        self._notices = notices or Notices()
         self._catalog = catalog
         self._gate = gate
         self._upstreams = upstreams
@@ -175,8 +180,10 @@ class Reads:
             params["_meta"] = dict(reader.meta)
         started = time.monotonic()
         ok = False
+        push = via(reader.notify) if reader.notify is not None else None
         try:
-            result = await self._upstreams.request(upstream, method, params, log_level=reader.log_level)
+            with self._notices.during(upstream, reader.log_level, push):
+                result = await self._upstreams.request(upstream, method, params, log_level=reader.log_level)
             if result.get("resultType", "complete") != "complete":
                 raise ProtocolError(INTERNAL_ERROR, f"upstream {upstream!r} asked for input on {method}; "
                                     "tfunnel relays that for tools/call only")

@@ -80,6 +80,16 @@ class Upstream:
         # Upstream list_changed notifications, however many, re-list once at a time (per kind).
         self._relists = {kind.name: Coalescer(partial(self._relist, kind))
                          for kind in (TOOLS, PROMPTS, RESOURCES, TEMPLATES)}
+        # What clients asked of this upstream (kept across incarnations, replayed on each): the
+        # resource URIs (its own) to report updates of, and the lowest log level (legacy).
+        self.wanted_uris: frozenset[str] = frozenset()
+        self.log_level: str | None = None
+        self._notices = Coalescer(self._sync_notices)
+        self._nursery: trio.Nursery | None = None  # the current incarnation's
+        self._synced_uris: frozenset[str] = frozenset()
+        self._synced_level: str | None = None
+        self._listening: dict[str, Any] = {}  # a modern upstream's open listen: its notifications
+        self._listen_scope: trio.CancelScope | None = None
 
     @property
     def tools(self) -> Items:
@@ -223,6 +233,7 @@ class Upstream:
             else:
                 self.session = session
                 self._set(State.READY)
+                self._notices.request(nursery)  # replay what clients asked of the last incarnation
                 self._budget.connected()
                 self.first_attempt.set()
                 log.info("upstream ready", upstream=spec.id, pid=stream.pid, peer=stream.peer,
@@ -252,9 +263,12 @@ class Upstream:
         identity = self._ctx.identity
         connection = await handshake.connect(
             session, self.spec, {"name": identity.name, "version": identity.version}, self.connection)
-        if connection.lists_changes():
+        self._nursery = nursery
+        self._synced_uris, self._synced_level = frozenset(), None
+        self._listening, self._listen_scope = {}, None
+        if connection.era is Era.MODERN:
             # Before listing, so no change between the list and the subscription goes unseen.
-            nursery.start_soon(handshake.listen, session, self.spec.id, connection.listen_flags())
+            await self._listen(session, nursery, connection)
         listed = {TOOLS.name: await list_all(session, TOOLS, self._control_s)}
         for kind in EXTRAS:
             if declared(kind, connection.capabilities):
@@ -300,6 +314,69 @@ class Upstream:
         self.listed = {**self.listed, kind.name: items}
         log.info("upstream list changed", upstream=self.spec.id, kind=kind.name, items=len(items))
         self._ctx.on_change()
+
+    # --- what clients asked: resource updates, log messages ---------------------------------------
+
+    def set_subscriptions(self, uris: frozenset[str]) -> None:
+        self.wanted_uris = uris
+        self._resync()
+
+    def set_log_level(self, level: str | None) -> None:
+        self.log_level = level
+        self._resync()
+
+    def _resync(self) -> None:
+        if self.session is not None and self._nursery is not None:
+            self._notices.request(self._nursery)
+
+    def _subscribable(self, connection: Connection) -> bool:
+        resources = connection.capabilities.get("resources")
+        return isinstance(resources, Mapping) and resources.get("subscribe") is True
+
+    async def _listen(self, session: UpstreamSession, nursery: trio.Nursery, connection: Connection) -> None:
+        """(Re)open a modern upstream's listen stream when what it should carry changed."""
+        flags: dict[str, Any] = connection.listen_flags()
+        if self.wanted_uris and self._subscribable(connection):
+            flags["resourceSubscriptions"] = sorted(self.wanted_uris)
+        if flags == self._listening:
+            return
+        if self._listen_scope is not None:
+            self._listen_scope.cancel()
+        self._listening = flags
+        self._listen_scope = await nursery.start(self._hold_listen, session, flags) if flags else None
+
+    async def _hold_listen(self, session: UpstreamSession, flags: dict[str, Any], *,
+                           task_status: trio.TaskStatus[trio.CancelScope]) -> None:
+        with trio.CancelScope() as scope:
+            task_status.started(scope)
+            await handshake.listen(session, self.spec.id, flags)
+
+    async def _sync_notices(self) -> None:
+        """Bring the upstream in line with `wanted_uris` and `log_level` (one run at a time)."""
+        session, connection, nursery = self.session, self.connection, self._nursery
+        if session is None or connection is None or nursery is None:
+            return
+        if connection.era is Era.MODERN:  # subscriptions ride the listen stream; logs, each request
+            await self._listen(session, nursery, connection)
+            return
+        try:
+            # The level first: an upstream may log what it does with the subscriptions.
+            level = self.log_level
+            if level is not None and level != self._synced_level \
+                    and isinstance(connection.capabilities.get("logging"), Mapping):
+                await session.request("logging/setLevel", {"level": level}, timeout_s=self._control_s)
+                self._synced_level = level
+            if self._subscribable(connection):
+                for uri in sorted(self.wanted_uris - self._synced_uris):
+                    await session.request("resources/subscribe", {"uri": uri}, timeout_s=self._control_s)
+                    self._synced_uris |= {uri}
+                for uri in sorted(self._synced_uris - self.wanted_uris):
+                    self._synced_uris -= {uri}
+                    await session.request("resources/unsubscribe", {"uri": uri}, timeout_s=self._control_s)
+            elif self.wanted_uris:
+                log.warning("upstream does not support resource subscriptions", upstream=self.spec.id)
+        except UpstreamError as exc:
+            log.warning("could not pass on what clients asked for", upstream=self.spec.id, error=str(exc))
 
     async def request(self, method: str, params: dict[str, Any], *,
                       log_level: str | None = None) -> dict[str, Any]:

@@ -45,6 +45,9 @@ class Supervisor:
         self._finished: dict[str, trio.Event] = {}
         self._lock = trio.Lock()
         self._nursery: trio.Nursery | None = None
+        # What clients asked of each upstream (`surface.notices`), for the upstreams of later configs too.
+        self._wanted: dict[str, frozenset[str]] = {}
+        self._log_level: str | None = None
 
     async def run(self, config: ExposeConfig, *,
                   task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -104,6 +107,8 @@ class Supervisor:
     async def _start(self, spec: UpstreamSpec) -> None:
         upstream = Upstream(spec, self._ctx, self._transports)
         self.upstreams[spec.id] = upstream
+        upstream.wanted_uris = self._wanted.get(spec.id, frozenset())
+        upstream.log_level = self._log_level
         if not spec.enabled:
             return
         assert self._nursery is not None
@@ -132,6 +137,19 @@ class Supervisor:
         # Calls waiting for it wake up and look again (for its successor, if there is one).
         gone.stopped_reason = f"upstream {upstream_id!r} was changed or removed in mcp/expose.json"
         gone._set(State.STOPPED)
+
+    def set_subscriptions(self, upstream_id: str, uris: frozenset[str]) -> None:
+        """The URIs (the upstream's own) clients want updates of, from now on and after restarts."""
+        self._wanted[upstream_id] = uris
+        upstream = self.upstreams.get(upstream_id)
+        if upstream is not None:
+            upstream.set_subscriptions(uris)
+
+    def set_log_level(self, level: str | None) -> None:
+        """The lowest log level a legacy client asked for, for every upstream."""
+        self._log_level = level
+        for upstream in self.upstreams.values():
+            upstream.set_log_level(level)
 
     def hurry(self) -> None:
         """The gateway is stopping by a signal: stop children without the usual graces."""

@@ -1,0 +1,159 @@
+"""Upstream log messages and resource updates for the clients that asked: the hub's rules
+(`surface.notices`, table-driven), and server-everything (npm) behind a real gateway, where a
+legacy SDK client's subscription and log level survive a kill of the upstream (replayed)."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+import trio
+from mcp import Client
+from mcp.types import LoggingMessageNotification, ResourceUpdatedNotification
+
+from tests.httpgw import http_gateway
+from tests.test_real_upstreams import everything_upstream, write_expose
+from tfunnel.protocol.jsonrpc import Notification
+from tfunnel.surface.notices import Notices
+
+pytestmark = [pytest.mark.timeout(120),
+              # The legacy methods a legacy client still uses (deprecated for modern servers).
+              pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")]
+
+
+class Hub:
+    """A `Notices` with recording callbacks and pushes."""
+
+    def __init__(self) -> None:
+        self.subscriptions: list[tuple[str, frozenset[str]]] = []
+        self.levels: list[str | None] = []
+        self.pushed: dict[str, list[dict[str, Any]]] = {}
+        self.hub = Notices(lambda u, uris: self.subscriptions.append((u, uris)), self.levels.append)
+
+    def push(self, name: str) -> Any:
+        return self.pushed.setdefault(name, []).append
+
+
+def message(level: str, logger: str | None = None) -> Notification:
+    params: dict[str, Any] = {"level": level, "data": "d"}
+    if logger is not None:
+        params["logger"] = logger
+    return Notification("notifications/message", params)
+
+
+# (listener level, message level, delivered?)
+LEVEL_TABLE = [("debug", "debug", True), ("info", "debug", False), ("warning", "error", True),
+               ("error", "warning", False), ("emergency", "emergency", True), ("debug", "bogus", False)]
+
+
+@pytest.mark.parametrize(("wanted", "sent", "delivered"), LEVEL_TABLE)
+def test_a_log_message_reaches_a_session_at_or_below_its_level(wanted: str, sent: str, delivered: bool) -> None:
+    h = Hub()
+    h.hub.set_level("s", h.push("s"), wanted)
+    h.hub.upstream_notice("up", message(sent))
+    got = h.pushed.get("s", [])
+    assert len(got) == (1 if delivered else 0)
+    if delivered:
+        assert got[0]["params"] == {"level": sent, "logger": "up", "data": "d"}
+
+
+def test_log_messages_are_tagged_with_their_upstream_and_go_only_to_who_asked() -> None:
+    h = Hub()
+    h.hub.set_level("a", h.push("a"), "info")
+    with h.hub.during("other", "debug", h.push("m")), h.hub.during("up", "debug", h.push("n")):
+        h.hub.upstream_notice("up", message("info", "db"))
+    h.hub.upstream_notice("up", message("info"))  # after the modern requests ended
+    assert [m["params"]["logger"] for m in h.pushed["a"]] == ["up/db", "up"]
+    assert [m["params"]["logger"] for m in h.pushed["n"]] == ["up/db"]
+    assert h.pushed["m"] == []  # a modern request hears only the upstream it calls
+    # The lowest level any legacy session asked for goes upstream; modern requests do not count.
+    assert h.levels == ["info"]
+    h.hub.set_level("b", h.push("b"), "debug")
+    h.hub.drop("b")
+    h.hub.drop("a")
+    assert h.levels == ["info", "debug", "info", None]
+
+
+def test_subscriptions_fan_in_per_upstream_and_updates_fan_out_with_each_clients_uri() -> None:
+    h = Hub()
+    h.hub.subscribe("a", h.push("a"), "up", "file:///x", "file:///x")
+    h.hub.subscribe("b", h.push("b"), "up", "file:///x", "tfunnel+up:file:///x")
+    h.hub.subscribe("b", h.push("b"), "up", "file:///y", "tfunnel+up:file:///y")
+    with h.hub.listening("L", h.push("L"), {("up", "file:///x"): "file:///x"}, {"sid": 7}):
+        h.hub.upstream_notice("up", Notification("notifications/resources/updated", {"uri": "file:///x"}))
+        h.hub.upstream_notice("other", Notification("notifications/resources/updated", {"uri": "file:///x"}))
+    assert [m["params"] for m in h.pushed["a"]] == [{"uri": "file:///x"}]
+    assert [m["params"] for m in h.pushed["b"]] == [{"uri": "tfunnel+up:file:///x"}]
+    assert [m["params"] for m in h.pushed["L"]] == [{"uri": "file:///x", "_meta": {"sid": 7}}]
+    h.hub.unsubscribe("a", "up", "file:///x")
+    h.hub.drop("b")
+    # Each change of the union is told once, with the whole set: two subscribers of x, one of y.
+    assert h.subscriptions == [("up", frozenset({"file:///x"})), ("up", frozenset({"file:///x", "file:///y"})),
+                               ("up", frozenset())]
+
+
+class Notes:
+    def __init__(self) -> None:
+        self.updated: list[str] = []
+        self.logs: list[tuple[str, str | None, Any]] = []
+        self.arrived = trio.Event()
+
+    async def __call__(self, message: Any) -> None:
+        root = getattr(message, "root", message)
+        if isinstance(root, ResourceUpdatedNotification):
+            self.updated.append(str(root.params.uri))
+        elif isinstance(root, LoggingMessageNotification):
+            self.logs.append((root.params.level, root.params.logger, root.params.data))
+        else:
+            return
+        self.arrived.set()
+        self.arrived = trio.Event()
+
+    async def until(self, what: Any) -> None:
+        with trio.fail_after(20):
+            while not what():
+                await self.arrived.wait()
+
+
+async def health(http: httpx2.AsyncClient, url: str) -> dict[str, Any]:
+    doc: dict[str, Any] = (await http.get(f"{url}/health")).json()["upstreams"]["everything"]
+    return doc
+
+
+URI = "demo://resource/static/document/architecture.md"
+
+
+async def test_a_subscription_and_a_log_level_survive_a_kill_of_the_upstream(home: Path) -> None:
+    write_expose(home, [everything_upstream()])
+    notes = Notes()
+    async with http_gateway(home) as gw, httpx2.AsyncClient(timeout=10) as http:
+        with trio.fail_after(30):
+            while (await health(http, gw.url))["state"] != "ready":
+                await trio.sleep(0.1)
+        async with Client(f"{gw.url}/mcp", mode="legacy", cache=None, message_handler=notes) as client:
+            await client.set_logging_level("info")
+            await client.subscribe_resource(URI)
+            # server-everything acknowledges a subscription with an info log: relayed, tagged.
+            await notes.until(lambda: any("Subscribe" in str(d) for _, _, d in notes.logs))
+            assert all(logger == "everything" or (logger or "").startswith("everything/")
+                       for _, logger, _ in notes.logs)
+            await client.call_tool("toolfunnel_run_tool", {"name": "everything_toggle-subscriber-updates",
+                                                           "args": {}})
+            await notes.until(lambda: URI in notes.updated)
+            first = await health(http, gw.url)
+            notes.updated.clear()
+            notes.logs.clear()
+            os.kill(first["pid"], signal.SIGKILL)
+            with trio.fail_after(30):
+                while (now := await health(http, gw.url))["state"] != "ready" or now["pid"] == first["pid"]:
+                    await trio.sleep(0.1)
+            # The new incarnation knows of the subscription (and the level) only by replay: its
+            # acknowledgement is logged, and the updates it starts go to our URI.
+            await notes.until(lambda: any("Subscribe" in str(d) for _, _, d in notes.logs))
+            await client.call_tool("toolfunnel_run_tool", {"name": "everything_toggle-subscriber-updates",
+                                                           "args": {}})
+            await notes.until(lambda: URI in notes.updated)
