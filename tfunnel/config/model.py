@@ -15,6 +15,9 @@ META_TOOL_NAMES = (
     "toolfunnel_howto",
 )
 RESERVED_STATE_KEYS = frozenset({"passthrough"})
+# State keys (and PreToolUse tool names) of the upstreams' prompts and resources.
+PROMPT_PREFIX = "prompt:"
+RESOURCE_PREFIX = "resource:"
 
 MIB = 1024 * 1024
 
