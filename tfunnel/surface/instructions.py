@@ -22,8 +22,9 @@ TRIM_MARKER = " […]"
 HEADING = "## Upstream `{id}`"
 INTRO = ("# Upstream servers\n\n"
          "Notes on the upstream MCP servers behind this gateway. Their tools are listed by "
-         "toolfunnel_list_tools as `<upstream>_<tool>` and run with toolfunnel_run_tool; "
-         "their prompts and resources are listed with `kind`.")
+         "toolfunnel_list_tools (named `<upstream>_<tool>` unless renamed) and run with "
+         "toolfunnel_run_tool; its `kind` argument lists their prompts and resources, which "
+         "are read with prompts/get and resources/read.")
 # A whitespace boundary this close to the cap (a fraction of it) is where a trim cuts.
 _NEAR = 0.2
 # Bidirectional overrides and isolates, and the Unicode line and paragraph separators.
