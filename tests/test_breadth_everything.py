@@ -15,8 +15,12 @@ import trio
 from mcp import Client
 from mcp.types import PromptReference, ResourceTemplateReference
 
+from tests.test_modern_stdio import modern
 from tests.test_real_upstreams import EVERYTHING_SERVER, direct, everything_upstream, write_expose
-from tests.test_sdk_stdio import sdk_client
+from tests.test_sdk_stdio import payload, sdk_client
+from tests.wire import gateway
+from tfunnel.route.methods import INSTRUCTIONS
+from tfunnel.surface.instructions import TRIM_MARKER, clean
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -93,3 +97,59 @@ async def test_everything_prompts_resources_completion_through_tfunnel(home: Pat
     assert got["prompts"] == [{**p, "name": f"everything_{p['name']}"} for p in want["prompts"]]
     for key in ("resources", "templates", "got", "reads", "completion", "by_template"):
         assert got[key] == want[key], key
+
+
+async def test_list_tools_lists_the_prompts_and_resources_of_everything(home: Path) -> None:
+    """toolfunnel_list_tools with `kind` lists what the upstream offers, under the surface's
+    names, and narrows it like tools."""
+    async with direct(EVERYTHING_SERVER, "stdio") as upstream:
+        prompts = (await upstream.list_prompts()).prompts
+        templates = (await upstream.list_resource_templates()).resource_templates
+        first_page = (await upstream.list_resources()).resources
+    write_expose(home, [everything_upstream()])
+    with trio.fail_after(90):
+        async with sdk_client(home) as client:
+            listed = payload(await client.call_tool("toolfunnel_list_tools", {"kind": "prompts"}))
+            found = await client.call_tool("toolfunnel_list_tools", {"kind": "resources", "limit": 500})
+            narrowed = payload(await client.call_tool("toolfunnel_list_tools",
+                                                      {"kind": "prompts", "filter": "args-prompt"}))
+    assert [p["name"] for p in listed] == [f"everything_{p.name}" for p in prompts]
+    args_prompt = next(p for p in prompts if p.name == "args-prompt")
+    assert narrowed == [{"name": "everything_args-prompt", "title": args_prompt.title or "args-prompt",
+                         "summary": args_prompt.description or "", "upstream": "everything",
+                         "arguments": [a.name for a in args_prompt.arguments or []]}]
+    structured = found.structured_content
+    assert structured is not None
+    uris = [r["uri"] for r in structured["resources"]]
+    assert [r.uri for r in first_page] == uris[:len(first_page)]
+    assert all(r["upstream"] == "everything" for r in structured["resources"])
+    assert [t["uriTemplate"] for t in structured["resourceTemplates"]] == [t.uri_template for t in templates]
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_server_instructions_carry_the_upstreams_own(home: Path, mode: str) -> None:
+    """A ready upstream's instructions (everything sends some) get a section of their own, after
+    the base text, cleaned and trimmed to the configured cap."""
+    async with direct(EVERYTHING_SERVER, "stdio") as upstream:
+        theirs = upstream.instructions
+    assert theirs and "\n## " in theirs  # long, and with headings of its own
+    write_expose(home, [{**everything_upstream(), "description": "The MCP reference server."}])
+    (home / "toolfunnel.json").write_text('{"upstreamInstructionsMaxChars": 200}')
+    with trio.fail_after(90):
+        async with gateway(home) as wire:
+            if mode == "legacy":
+                text = (await wire.initialize())["result"]["instructions"]
+            else:
+                text = (await wire.request(1, "server/discover", modern()))["result"]["instructions"]
+    assert text.startswith(INSTRUCTIONS)
+    heading = "## Upstream `everything`\n\nThe MCP reference server.\n\n"
+    assert heading in text
+    section = text.split(heading, 1)[1]
+    assert not any(line.startswith("#") for line in section.splitlines())
+    cleaned = clean(theirs)
+    if len(cleaned) > 200:
+        assert section.endswith(TRIM_MARKER)
+        assert cleaned.startswith(section[:-len(TRIM_MARKER)])
+        assert len(section) <= 200 + len(TRIM_MARKER)
+    else:
+        assert section == cleaned

@@ -51,7 +51,8 @@ LEVEL_TABLE = [("debug", "debug", True), ("info", "debug", False), ("warning", "
 
 
 @pytest.mark.parametrize(("wanted", "sent", "delivered"), LEVEL_TABLE)
-def test_a_log_message_reaches_a_session_at_or_below_its_level(wanted: str, sent: str, delivered: bool) -> None:
+def test_a_log_message_reaches_a_session_at_or_below_its_level(wanted: str, sent: str,
+                                                               delivered: bool) -> None:
     h = Hub()
     h.hub.set_level("s", h.push("s"), wanted)
     h.hub.upstream_notice("up", message(sent))

@@ -55,6 +55,9 @@ def test_settings_values_read(tmp_path: Path) -> None:
     s = load_settings(tmp_path)
     assert (s.server_name, s.http_port, s.serve_legacy, s.raw["future"]) == ("gw", 8000, False, 1)
     assert (s.gate.ask_fallback, s.limits.tool_timeout_s) == ("allow", 2.5)
+    assert s.upstream_instructions_max_chars == 1000
+    put(tmp_path, SETTINGS_FILE, {"upstreamInstructionsMaxChars": 0})
+    assert load_settings(tmp_path).upstream_instructions_max_chars == 0
 
 
 @pytest.mark.parametrize(
@@ -70,6 +73,14 @@ def test_settings_values_read(tmp_path: Path) -> None:
         pytest.param({"httpPort": 80.5}, None, "httpPort", id="httpPort-float"),
         pytest.param({"uiPort": True}, None, "uiPort", id="uiPort-bool"),
         pytest.param({"serveLegacy": "no"}, None, "serveLegacy", id="serveLegacy-string"),
+        pytest.param({"upstreamInstructionsMaxChars": -1}, None, "upstreamInstructionsMaxChars",
+                     id="instructionsMax-negative"),
+        pytest.param({"upstreamInstructionsMaxChars": "1000"}, None, "upstreamInstructionsMaxChars",
+                     id="instructionsMax-string"),
+        pytest.param({"upstreamInstructionsMaxChars": 10**9}, None, "upstreamInstructionsMaxChars",
+                     id="instructionsMax-too-big"),
+        pytest.param({"upstreamInstructionsMaxChars": False}, None, "upstreamInstructionsMaxChars",
+                     id="instructionsMax-bool"),
         pytest.param({"requires": {}}, None, "requires", id="requires-object"),
         pytest.param({"limits": {"toolTimeoutS": -1}}, "limits", "toolTimeoutS", id="toolTimeoutS-negative"),
         pytest.param({"limits": {"toolTimeoutS": "5"}}, "limits", "toolTimeoutS", id="toolTimeoutS-string"),

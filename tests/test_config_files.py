@@ -93,6 +93,7 @@ KNOWN_IGNORED: list[tuple[str, ConfigFile[Any], Any]] = [
     ("hook-state-wrapped", HOOK_STATE, {"enabled": {"h": True}}),
     ("settings-all", SETTINGS, {"serverName": "s", "serverVersion": "1", "clientName": "c",
                                 "clientVersion": "1", "httpPort": 1, "uiPort": 2, "serveLegacy": True,
+                                "upstreamInstructionsMaxChars": 500,
                                 "requires": [{"command": "git", "versionArg": "--version", "min": "2",
                                               "why": "vcs"}], "gate": {"askFallback": "deny"},
                                 "limits": {"shutdownGraceS": 1}}),

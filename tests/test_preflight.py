@@ -201,6 +201,11 @@ def test_name_findings(tools: list[ToolEntry], expose: list[ExposeEntry], expect
                   "no effect"], id="tool-typo"),
     pytest.param({"demo_anything": {"hot": True}, "toolfunnel_howto": {"hot": False}}, {}, [],
                  id="upstream-prefix-and-meta"),
+    pytest.param({"prompt:demo_greet": {"enabled": False}, "resource:demo://x": {"enabled": False}},
+                 {}, [], id="prompt-and-resource"),
+    pytest.param({"prompt:dmo_greet": {"enabled": False}}, {},
+                 ["tools/tools.state.json: 'prompt:dmo_greet': names no tool; the switch has no effect"],
+                 id="prompt-of-no-upstream"),
     pytest.param({}, {"pre-tool-use/deny-dangerus": True},
                  ["hooks/hooks.state.json: 'pre-tool-use/deny-dangerus': names no hook (did you mean "
                   "'pre-tool-use/deny-dangerous'?); the switch has no effect"], id="hook-typo"),

@@ -18,6 +18,7 @@ import trio
 from tfunnel.config.expose import EXPOSE_FILE
 from tfunnel.config.home import child_environment
 from tfunnel.config.load import REGISTER_FILE, STATE_FILE
+from tfunnel.config.model import Settings
 from tfunnel.config.watch import Signature, signature, watch_files
 from tfunnel.gate.engine import HookEngine
 from tfunnel.gate.manifest import HOOK_STATE_FILE, MANIFEST_FILE
@@ -30,8 +31,10 @@ from tfunnel.observe.observer import Observer
 from tfunnel.proc.children import keep_child_nofile
 from tfunnel.proc.reaper import REAPER
 from tfunnel.route.channel import LegacyChannel
+from tfunnel.route.methods import INSTRUCTIONS
 from tfunnel.route.router import Router
 from tfunnel.serve.stdio import StdioServer
+from tfunnel.surface.instructions import Section, compose
 from tfunnel.surface.notices import Notices
 from tfunnel.surface.reads import Reads
 from tfunnel.surface.service import Surface
@@ -99,8 +102,18 @@ def build(home: Path, environ: Mapping[str, str] | None = None, observer: Observ
                       default_channel=LegacyChannel({}, None, {}))
     reads = Reads(lambda: live.catalog, lambda: gate, supervisor, audit, notices)
     router = Router(lambda: live.settings, surface, gate, audit, reads=reads,
-                    tools_changed=live.tools_changed, notices=notices, resources=lambda: live.catalog)
+                    tools_changed=live.tools_changed, notices=notices, resources=lambda: live.catalog,
+                    instructions=lambda: server_instructions(supervisor, live.settings))
     return Gateway(home, live, audit, gate, supervisor, surface, router, read_as)
+
+
+def server_instructions(supervisor: Supervisor, settings: Settings) -> str:
+    """The instructions for a client starting now: the base text, then a section per ready
+    upstream (its expose.json `description`, its own instructions), in config order."""
+    sections = [Section(uid, upstream.spec.description,
+                        upstream.connection.instructions if upstream.connection is not None else "")
+                for uid, upstream in supervisor.ready().items()]
+    return compose(INSTRUCTIONS, sections, settings.upstream_instructions_max_chars)
 
 
 def _log_runtime_checks(start: HomeReading, env: Mapping[str, str]) -> None:

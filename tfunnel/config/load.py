@@ -37,8 +37,10 @@ REGISTER_FILE = "tools/tools.register.json"
 STATE_FILE = "tools/tools.state.json"
 SCRIPTS_DIR = "tools/scripts"
 
+# The largest `upstreamInstructionsMaxChars`: sections of 8 times this may go to every session.
+MAX_INSTRUCTIONS_CHARS = 100_000
 SETTINGS_KEYS = ("serverName", "serverVersion", "clientName", "clientVersion", "httpPort", "uiPort",
-                 "serveLegacy", "requires", "gate", "limits")
+                 "serveLegacy", "upstreamInstructionsMaxChars", "requires", "gate", "limits")
 GATE_KEYS = ("askFallback",)
 LIMITS_KEYS = ("maxMessageBytes", "toolTimeoutS", "toolOutputBytes", "shutdownGraceS", "upstreamStartS",
                "maxToolProcesses", "bodyReadTimeoutS", "idleTimeoutS", "maxHttpRequests", "maxSessions",
@@ -100,6 +102,9 @@ def _settings(home: Path, raw: dict[str, Any], f: Fields) -> Settings:
         http_port=f.integer(raw, "httpPort", None, 1, 65535, defaults.http_port),
         ui_port=f.integer(raw, "uiPort", None, 1, 65535, defaults.ui_port),
         serve_legacy=True if serve_legacy is None else serve_legacy,
+        upstream_instructions_max_chars=f.integer(raw, "upstreamInstructionsMaxChars", None, 0,
+                                                  MAX_INSTRUCTIONS_CHARS,
+                                                  defaults.upstream_instructions_max_chars),
         requires=tuple(r for r in requires if isinstance(r, dict)),
         gate=GateSettings(ask_fallback="allow" if ask == "allow" else "deny"),
         limits=limits,

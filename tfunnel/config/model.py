@@ -15,6 +15,9 @@ META_TOOL_NAMES = (
     "toolfunnel_howto",
 )
 RESERVED_STATE_KEYS = frozenset({"passthrough"})
+# State keys (and PreToolUse tool names) of the upstreams' prompts and resources.
+PROMPT_PREFIX = "prompt:"
+RESOURCE_PREFIX = "resource:"
 
 MIB = 1024 * 1024
 
@@ -60,6 +63,9 @@ class Settings:
     http_port: int = 9998
     ui_port: int = 9777
     serve_legacy: bool = True
+    # The longest an upstream's own instructions may be in the server instructions we send (its
+    # section's text; all sections together at most 8 times this); 0 leaves the sections out.
+    upstream_instructions_max_chars: int = 1000
     requires: tuple[Mapping[str, Any], ...] = ()
     gate: GateSettings = field(default_factory=GateSettings)
     limits: Limits = field(default_factory=Limits)

@@ -22,7 +22,7 @@ from typing import Literal
 
 from tfunnel.config.expose import AVAILABLE_TRANSPORTS, EXPOSE_FILE, ExposeConfig
 from tfunnel.config.load import REGISTER_FILE, STATE_FILE
-from tfunnel.config.model import META_TOOL_NAMES, Register, ToolState
+from tfunnel.config.model import META_TOOL_NAMES, PROMPT_PREFIX, RESOURCE_PREFIX, Register, ToolState
 from tfunnel.errors import ConfigProblem
 from tfunnel.gate.manifest import HOOK_STATE_FILE, MANIFEST_FILE, HookManifest, HookSpec
 from tfunnel.gate.runner import hook_variables
@@ -236,11 +236,13 @@ def name_findings(register: Register, expose: ExposeConfig) -> Findings:
 def overlay_findings(register: Register, expose: ExposeConfig, state: ToolState, manifest: HookManifest,
                      hook_overlay: Mapping[str, bool]) -> Findings:
     """Overlay switches that name nothing (a typo leaves the tool or hook as it was, which may be
-    looser than the operator meant): state keys that are no meta-tool, register id, expose name
-    or `<upstream id>_` name; hook-state keys that are no hook id."""
+    looser than the operator meant): state keys that are no meta-tool, register id, expose name,
+    `<upstream id>_` name, `prompt:<upstream id>_` name or `resource:` URI (what an upstream
+    lists is not known here); hook-state keys that are no hook id."""
     found = Findings()
     names = {*META_TOOL_NAMES, *(e.id for e in register.tools), *(e.as_name for e in expose.expose)}
-    prefixes = tuple(f"{u.id}_" for u in expose.upstreams)
+    prefixes = (*(f"{prefix}{u.id}_" for u in expose.upstreams for prefix in ("", PROMPT_PREFIX)),
+                *((RESOURCE_PREFIX,) if expose.upstreams else ()))
     for key in state.entries:
         if key not in names and not key.startswith(prefixes):
             found.warnings.append(ConfigProblem(STATE_FILE, f"names no tool{_nearest(key, names)}; the "

@@ -44,9 +44,12 @@ class Resources(Protocol):
 class LegacyAdapter:
     def __init__(self, methods: Methods, settings: Callable[[], Settings], hooks: SessionHooks,
                  audit: AuditLog, notices: Notices | None = None,
-                 resources: Callable[[], Resources] | None = None) -> None:
+                 resources: Callable[[], Resources] | None = None, *,
+                 instructions: Callable[[], str] = lambda: INSTRUCTIONS) -> None:
         self._methods = methods
         self._settings = settings
+        # The server instructions as of now (the base text and the ready upstreams' sections).
+        self._instructions = instructions
         self._hooks = hooks
         self._audit = audit
         self._notices = notices or Notices()
@@ -102,7 +105,7 @@ class LegacyAdapter:
         settings = self._settings()
         result = legacy.initialize(
             session, params, {"name": settings.server_name, "version": settings.server_version},
-            INSTRUCTIONS)
+            self._instructions())
         context = await self._hooks.session_start(session.id)
         if context:
             result["instructions"] = f"{result['instructions']}\n\n{context}"

@@ -58,11 +58,14 @@ CONFIRM_PREFIX = "tfunnel/confirm-"
 class ModernAdapter:
     def __init__(self, methods: Methods, settings: Callable[[], Settings], tools_changed: Changes, *,
                  sealer: mrtr.Sealer | None = None, parking: Parking | None = None,
-                 notices: Notices | None = None, resources: Callable[[], Resources] | None = None) -> None:
+                 notices: Notices | None = None, resources: Callable[[], Resources] | None = None,
+                 instructions: Callable[[], str] = lambda: INSTRUCTIONS) -> None:
         self._notices = notices or Notices()
         self._resources = resources
         self._methods = methods
         self._settings = settings
+        # The server instructions as of now (the base text and the ready upstreams' sections).
+        self._instructions = instructions
         self._changes = tools_changed
         self._sealer = sealer or mrtr.Sealer()
         # Upstream calls waiting between a client's rounds; `parking.run` is started by the app.
@@ -73,7 +76,7 @@ class ModernAdapter:
         env = modern.envelope(request.params)
         method = request.method
         if method == "server/discover":
-            result = modern.discover_result(SERVER_CAPABILITIES, INSTRUCTIONS)
+            result = modern.discover_result(SERVER_CAPABILITIES, self._instructions())
         elif method == "subscriptions/listen":
             result = await self._listen(request, peer)
         else:

@@ -32,16 +32,19 @@ class Router:
     def __init__(self, settings: Callable[[], Settings], surface: Surface, hooks: SessionHooks,
                  audit: AuditLog, *, reads: Reads, tools_changed: Changes | None = None,
                  parking: Parking | None = None, notices: Notices | None = None,
-                 resources: Callable[[], Resources] | None = None) -> None:
+                 resources: Callable[[], Resources] | None = None,
+                 instructions: Callable[[], str] = lambda: INSTRUCTIONS) -> None:
         # Nothing here waits for upstreams: starting ones never hold a client up; their tools
-        # appear with list_changed once they are ready.
+        # appear with list_changed once they are ready. `instructions` is read at each
+        # `initialize` and `server/discover`: the upstreams ready then have their section.
         self._settings = settings
         self._surface = surface
         methods = Methods(surface, reads)
         notices = notices or Notices()
-        self.legacy = LegacyAdapter(methods, settings, hooks, audit, notices, resources)
+        self.legacy = LegacyAdapter(methods, settings, hooks, audit, notices, resources,
+                                    instructions=instructions)
         self.modern = ModernAdapter(methods, settings, tools_changed or Changes(), parking=parking,
-                                    notices=notices, resources=resources)
+                                    notices=notices, resources=resources, instructions=instructions)
 
     async def handle(self, session: ClientSession, request: Request, peer: Peer | None = None, *,
                      era: Era) -> dict[str, Any]:

@@ -153,18 +153,29 @@ class Catalog:
                        for t in self.upstream if self.visibility(t.surfaced, "upstream").enabled]
         if category:
             candidates = [b for b in candidates if b.category == category]
-        if filter:
-            needle = filter.lower()
-            candidates = [b for b in candidates if needle in f"{b.id} {b.name} {b.summary}".lower()]
-        if query:
-            documents = [search.Document(b.id, b.text) for b in candidates]
-            order = search.rank(query, documents, limit or DEFAULT_LIST_LIMIT)
-            by_id = {b.id: b for b in candidates}
-            candidates = [by_id[key] for key in order]
-        elif limit is not None:
-            candidates = candidates[:limit]
         return [{"id": b.id, "name": b.name, "summary": b.summary, "category": b.category}
-                for b in candidates]
+                for b in _narrow(candidates, filter, query, limit)]
+
+    def prompt_briefs(self, *, filter: str = "", query: str = "", limit: int | None = None
+                      ) -> list[dict[str, Any]]:
+        """Enabled prompts as `{name, title, summary, upstream, arguments: [names]}` (config
+        order), narrowed like `briefs`."""
+        candidates = [_Brief(p.surfaced, p.title, p.description, p.upstream, _prompt_text(p), p)
+                      for p in self.prompts()]
+        return [_prompt_brief(b.item) for b in _narrow(candidates, filter, query, limit)
+                if isinstance(b.item, UpstreamPrompt)]
+
+    def resource_briefs(self, *, filter: str = "", query: str = "", limit: int | None = None
+                        ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """Enabled resources as `{uri, name, summary, mimeType?, upstream}` and templates as
+        `{uriTemplate, name, summary, mimeType?, upstream}`, narrowed like `briefs` as one list
+        (resources first; `limit` counts both)."""
+        candidates = [_Brief(r.surfaced, r.name, r.description, r.upstream, _resource_text(r), r)
+                      for r in (*self.resources(), *self.templates())]
+        chosen = [b.item for b in _narrow(candidates, filter, query, limit)
+                  if isinstance(b.item, UpstreamResource)]
+        return ([_resource_brief(r) for r in chosen if r.key == "uri"],
+                [_resource_brief(r) for r in chosen if r.key != "uri"])
 
     # --- prompts and resources: visible unless their gate name is disabled in the state file ---
 
@@ -210,11 +221,61 @@ class Catalog:
 
 @dataclass(frozen=True)
 class _Brief:
+    """One listed item as `_narrow` sees it; `category` is a prompt's or resource's upstream."""
+
     id: str
     name: str
     summary: str
     category: str
     text: str
+    item: UpstreamPrompt | UpstreamResource | None = None
+
+
+def _narrow(candidates: list[_Brief], filter: str, query: str, limit: int | None) -> list[_Brief]:
+    """`filter` (a substring of id, name or summary), then `query` (BM25, best first, at most
+    `limit` or `DEFAULT_LIST_LIMIT`) or, without one, the first `limit`."""
+    if filter:
+        needle = filter.lower()
+        candidates = [b for b in candidates if needle in f"{b.id} {b.name} {b.summary}".lower()]
+    if query:
+        # Keyed by position: a resource and a template may share a surfaced string.
+        documents = [search.Document(str(index), b.text) for index, b in enumerate(candidates)]
+        order = search.rank(query, documents, limit or DEFAULT_LIST_LIMIT)
+        return [candidates[int(key)] for key in order]
+    return candidates[:limit] if limit is not None else candidates
+
+
+def _prompt_brief(prompt: UpstreamPrompt) -> dict[str, Any]:
+    return {"name": prompt.surfaced, "title": prompt.title, "summary": prompt.description,
+            "upstream": prompt.upstream, "arguments": _argument_names(prompt.definition)}
+
+
+def _resource_brief(resource: UpstreamResource) -> dict[str, Any]:
+    brief: dict[str, Any] = {resource.key: resource.surfaced, "name": resource.name,
+                             "summary": resource.description}
+    mime = resource.definition.get("mimeType")
+    if isinstance(mime, str) and mime:
+        brief["mimeType"] = mime
+    brief["upstream"] = resource.upstream
+    return brief
+
+
+def _argument_names(definition: Mapping[str, Any]) -> list[str]:
+    arguments = definition.get("arguments")
+    if not isinstance(arguments, list):
+        return []
+    return [str(a["name"]) for a in arguments if isinstance(a, Mapping) and "name" in a]
+
+
+def _prompt_text(prompt: UpstreamPrompt) -> str:
+    names = " ".join(_argument_names(prompt.definition))
+    return " ".join([prompt.surfaced, prompt.surfaced, prompt.title, prompt.title, prompt.description,
+                     names])
+
+
+def _resource_text(resource: UpstreamResource) -> str:
+    return " ".join([resource.surfaced, resource.surfaced, resource.name, resource.name,
+                     resource.description])
 
 
 def _search_text(entry: ToolEntry) -> str:

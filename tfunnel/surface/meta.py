@@ -11,7 +11,9 @@ from collections.abc import Mapping
 from importlib import resources
 from typing import Any
 
-HOWTO_TOPICS = ("create-tool", "add-mcp", "add-hook", "package", "wrap", "configure")
+HOWTO_TOPICS = ("create-tool", "add-mcp", "add-hook", "package", "wrap", "configure", "prompts-resources")
+# What toolfunnel_list_tools lists (`kind`): tools by default.
+LIST_KINDS = ("tools", "prompts", "resources")
 
 LIST_TOOLS = "toolfunnel_list_tools"
 TOOL_INSTRUCTIONS = "toolfunnel_tool_instructions"
@@ -27,15 +29,22 @@ DEFINITIONS: Mapping[str, Mapping[str, Any]] = {
             "Narrow with `filter` (substring), `category` (exact) or rank with `query` "
             "(relevance search over names, summaries, instructions and parameters). "
             "Then read a tool's instructions with toolfunnel_tool_instructions and run it "
-            "with toolfunnel_run_tool."
+            "with toolfunnel_run_tool. "
+            "The upstream MCP servers' prompts and resources are listed with `kind`: "
+            "\"prompts\" (name, title, summary, upstream, arguments) or \"resources\" "
+            "(resources by uri, then resource templates by uriTemplate). Read those with the "
+            "MCP methods prompts/get and resources/read, not with a tool."
         ),
         "inputSchema": {
             "type": "object",
             "properties": {
+                "kind": {"type": "string", "enum": list(LIST_KINDS),
+                         "description": "What to list: tools (the default), prompts or resources."},
                 "filter": {"type": "string",
                            "description": "Case-insensitive substring of id, name or summary."},
                 "category": {"type": "string",
-                             "description": "Exact category, e.g. `crypto` or `mcp:<upstream>`."},
+                             "description": "Exact category, e.g. `crypto` or `mcp:<upstream>`; "
+                                            "tools only."},
                 "query": {"type": "string", "description": "Free-text search; results best first."},
                 "limit": {"type": "integer", "minimum": 1, "maximum": 500,
                           "description": "At most this many results (default 20 with `query`)."},
@@ -77,7 +86,8 @@ DEFINITIONS: Mapping[str, Mapping[str, Any]] = {
         "name": HOWTO,
         "title": "How to extend this gateway",
         "description": "Guides for extending this gateway: create-tool, add-mcp, add-hook, "
-                       "package, wrap, configure.",
+                       "package, wrap, configure; and prompts-resources: the upstreams' prompts "
+                       "and resources, how to read and hide them.",
         "inputSchema": {
             "type": "object",
             "properties": {"topic": {"type": "string", "enum": list(HOWTO_TOPICS)}},

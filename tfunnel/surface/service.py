@@ -131,10 +131,7 @@ class Surface:
     async def _meta(self, catalog: Catalog, name: str, args: dict[str, Any], ctx: CallContext) -> Outcome:
         validate_args(name, meta.DEFINITIONS[name]["inputSchema"], args)
         if name == meta.LIST_TOOLS:
-            briefs = catalog.briefs(filter=args.get("filter", ""), category=args.get("category", ""),
-                                    query=args.get("query", ""), limit=args.get("limit"))
-            return ToolResult(content=({"type": "text", "text": json.dumps(briefs, ensure_ascii=False)},),
-                              structured={"tools": briefs})
+            return _listing(catalog, args)
         if name == meta.HOWTO:
             return ToolResult.text(meta.howto_text(args["topic"]))
         target = await self._resolve(args["name"])
@@ -249,6 +246,25 @@ class Surface:
     def _local_call(self, entry: ToolEntry, args: Mapping[str, Any], ctx: CallContext) -> ToolCall:
         return ToolCall(surfaced=entry.id, tool_id=entry.id, display=entry.name, args=args, mode=entry.mode,
                         session_id=ctx.session_id, call_id=ctx.call_id, ask_user=self._channel(ctx).ask_user)
+
+
+def _listing(catalog: Catalog, args: Mapping[str, Any]) -> ToolResult:
+    """toolfunnel_list_tools: the briefs of `kind` (tools, prompts, resources) as JSON text, and
+    the same under `tools`, `prompts`, or `resources` and `resourceTemplates` as structured."""
+    narrow = {"filter": args.get("filter", ""), "query": args.get("query", ""), "limit": args.get("limit")}
+    kind = args.get("kind", "tools")
+    text: Any
+    if kind == "prompts":
+        text = catalog.prompt_briefs(**narrow)
+        structured: dict[str, Any] = {"prompts": text}
+    elif kind == "resources":
+        listed, templates = catalog.resource_briefs(**narrow)
+        text = structured = {"resources": listed, "resourceTemplates": templates}
+    else:
+        text = catalog.briefs(category=args.get("category", ""), **narrow)
+        structured = {"tools": text}
+    return ToolResult(content=({"type": "text", "text": json.dumps(text, ensure_ascii=False)},),
+                      structured=structured)
 
 
 def _answered(name: str, outcome: Outcome) -> ToolResult:

@@ -19,15 +19,13 @@ from typing import Any
 
 import structlog
 
+from tfunnel.config.model import PROMPT_PREFIX, RESOURCE_PREFIX
 from tfunnel.upstream.listing import RESOURCES, TEMPLATES, Kind
 
 log = structlog.get_logger("tfunnel.surface")
 _reported: set[tuple[str, str]] = set()
 
 QUALIFIED_PREFIX = "tfunnel+"
-# The gate's (and the state file's) name of a prompt or a resource: `tool_name` of its hook event.
-PROMPT_PREFIX = "prompt:"
-RESOURCE_PREFIX = "resource:"
 # An RFC 6570 expression: `{var}`, `{+path}`, `{?q,lang}` ...
 _EXPRESSION = re.compile(r"\{([+#./;?&]?)[^{}]*\}")
 
