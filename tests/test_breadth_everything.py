@@ -6,7 +6,11 @@ both eras: what a client gets directly, it gets through tfunnel, under the surfa
 from __future__ import annotations
 
 import base64
+import os
 import re
+import subprocess
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -15,10 +19,11 @@ import trio
 from mcp import Client
 from mcp.types import PromptReference, ResourceTemplateReference
 
+from tests.test_interop_setup import free_port
 from tests.test_modern_stdio import modern
 from tests.test_real_upstreams import EVERYTHING_SERVER, direct, everything_upstream, write_expose
 from tests.test_sdk_stdio import payload, sdk_client
-from tests.wire import gateway
+from tests.wire import gateway, kill_group
 from tfunnel.route.methods import INSTRUCTIONS
 from tfunnel.surface.instructions import TRIM_MARKER, clean
 
@@ -153,3 +158,44 @@ async def test_server_instructions_carry_the_upstreams_own(home: Path, mode: str
         assert len(section) <= 200 + len(TRIM_MARKER)
     else:
         assert section == cleaned
+
+
+@asynccontextmanager
+async def everything_over_http() -> AsyncIterator[str]:
+    """server-everything in its own Streamable HTTP mode on a loopback port; yields its /mcp URL."""
+    port = free_port()
+    proc = await trio.lowlevel.open_process(
+        [str(EVERYTHING_SERVER), "streamableHttp"], env={**os.environ, "PORT": str(port)},
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        start_new_session=True)
+    try:
+        with trio.fail_after(20):
+            while True:
+                assert proc.returncode is None, f"server-everything exited {proc.returncode}"
+                try:
+                    stream = await trio.open_tcp_stream("127.0.0.1", port)
+                except OSError:
+                    await trio.sleep(0.1)
+                    continue
+                await stream.aclose()
+                break
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        with trio.CancelScope(shield=True):
+            await kill_group(proc)
+
+
+@pytest.mark.parametrize("mode", ERAS)
+async def test_everything_as_a_remote_http_upstream_gives_the_same(home: Path, mode: str) -> None:
+    """The same server, reached by tfunnel as a remote Streamable HTTP upstream: the same prompts,
+    resources, templates, reads and completions as a direct client gets over stdio."""
+    async with direct(EVERYTHING_SERVER, "stdio") as upstream:
+        want = await snapshot(upstream, "")
+    async with everything_over_http() as url:
+        write_expose(home, [{"id": "everything", "transport": "http", "url": url}])
+        with trio.fail_after(90):
+            async with sdk_client(home, mode=mode) as client:
+                got = await snapshot(client, "everything_")
+    assert got["prompts"] == [{**p, "name": f"everything_{p['name']}"} for p in want["prompts"]]
+    for key in ("resources", "templates", "got", "reads", "completion", "by_template"):
+        assert got[key] == want[key], key
