@@ -34,6 +34,7 @@ PROMPT_ARGS: dict[str, dict[str, str]] = {
     "simple-prompt": {},
     "args-prompt": {"city": "Lisbon", "state": "LX"},
     "resource-prompt": {"resourceType": "Text", "resourceId": "3"},
+    "completable-prompt": {"department": "Engineering", "name": "Alice"},
 }
 TEMPLATE_READS = ["demo://resource/dynamic/text/7", "demo://resource/dynamic/blob/2"]
 COMPLETION = ("completable-prompt", {"name": "department", "value": "E"})
@@ -77,7 +78,8 @@ async def snapshot(client: Client, prefix: str) -> dict[str, Any]:
             break
     templates = [dumped(t) for t in (await client.list_resource_templates()).resource_templates]
     got = {name: dumped(await client.get_prompt(prefix + name, args)) for name, args in PROMPT_ARGS.items()}
-    uris = [r["uri"] for r in resources[:3]] + TEMPLATE_READS
+    assert {p["name"] for p in prompts} == {prefix + name for name in PROMPT_ARGS}  # each one is got
+    uris = [r["uri"] for r in resources] + TEMPLATE_READS
     reads = {uri: dumped(await client.read_resource(uri)) for uri in uris}
     name, argument = COMPLETION
     prompt_ref = PromptReference(type="ref/prompt", name=prefix + name)

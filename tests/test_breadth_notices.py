@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -13,10 +14,15 @@ import httpx2
 import pytest
 import trio
 from mcp import Client
+from mcp.shared.subscriptions import ResourceUpdated
 from mcp.types import LoggingMessageNotification, ResourceUpdatedNotification
 
 from tests.httpgw import http_gateway
+from tests.test_modern_stdio import META, modern
 from tests.test_real_upstreams import everything_upstream, write_expose
+from tests.test_sdk_stdio import sdk_client
+from tests.upstreams import set_upstreams
+from tests.wire import gateway
 from tfunnel.protocol.jsonrpc import Notification
 from tfunnel.surface.notices import Notices
 
@@ -158,3 +164,43 @@ async def test_a_subscription_and_a_log_level_survive_a_kill_of_the_upstream(hom
             await client.call_tool("toolfunnel_run_tool", {"name": "everything_toggle-subscriber-updates",
                                                            "args": {}})
             await notes.until(lambda: URI in notes.updated)
+
+
+async def test_a_modern_listen_stream_gets_a_legacy_upstreams_resource_updates(home: Path) -> None:
+    """A modern client subscribes on its listen stream; tfunnel subscribes at the (legacy-only)
+    upstream for it, and the upstream's update arrives on the stream, tagged."""
+    write_expose(home, [everything_upstream()])
+    with trio.fail_after(60):
+        async with sdk_client(home, mode="2026-07-28") as client:
+            async with client.listen(resource_subscriptions=[URI]) as sub:
+                assert sub.honored is not None and list(sub.honored.resource_subscriptions or ()) == [URI]
+                await client.call_tool("toolfunnel_run_tool", {"name": "everything_toggle-subscriber-updates",
+                                                               "args": {}})
+                async for event in sub:
+                    if isinstance(event, ResourceUpdated):
+                        assert event.uri == URI
+                        break
+
+
+FIXTURE = Path(__file__).parent / "fixtures" / "conformance_server.py"
+
+
+async def test_a_modern_requests_log_level_brings_its_upstreams_log_messages(home: Path) -> None:
+    """A modern tools/call with `logLevel` gets the (modern) upstream's log messages on its own
+    stream, tagged with the upstream; the same call without it gets none (PROTOCOL.md §3.2)."""
+    set_upstreams(home, {"id": "test", "command": sys.executable, "args": [str(FIXTURE)],
+                         "allowOutsidePaths": True},
+                  expose=[{"upstream": "test", "tool": "tool_with_logging", "as": "logging_tool"}])
+    call = {"name": "logging_tool", "arguments": {}}
+    async with gateway(home) as wire:
+        await wire.send({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                         "params": modern(call, {**META, "io.modelcontextprotocol/logLevel": "debug"})})
+        before: list[dict[str, Any]] = []
+        while "id" not in (message := await wire.recv()):
+            before.append(message)
+        assert "result" in message and not message["result"].get("isError"), message
+        logs = [m["params"] for m in before if m.get("method") == "notifications/message"]
+        assert len(logs) == 3 and all(log["logger"].split("/")[0] == "test" for log in logs), before
+        reply = await wire.request(2, "tools/call", modern(call))
+        assert "result" in reply
+        assert not [m for m in wire.stash if m.get("method") == "notifications/message"]
