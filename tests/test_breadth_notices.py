@@ -171,15 +171,15 @@ async def test_a_modern_listen_stream_gets_a_legacy_upstreams_resource_updates(h
     upstream for it, and the upstream's update arrives on the stream, tagged."""
     write_expose(home, [everything_upstream()])
     with trio.fail_after(60):
-        async with sdk_client(home, mode="2026-07-28") as client:
-            async with client.listen(resource_subscriptions=[URI]) as sub:
-                assert sub.honored is not None and list(sub.honored.resource_subscriptions or ()) == [URI]
-                await client.call_tool("toolfunnel_run_tool", {"name": "everything_toggle-subscriber-updates",
-                                                               "args": {}})
-                async for event in sub:
-                    if isinstance(event, ResourceUpdated):
-                        assert event.uri == URI
-                        break
+        async with sdk_client(home, mode="2026-07-28") as client, \
+                client.listen(resource_subscriptions=[URI]) as sub:
+            assert sub.honored is not None and list(sub.honored.resource_subscriptions or ()) == [URI]
+            await client.call_tool("toolfunnel_run_tool", {"name": "everything_toggle-subscriber-updates",
+                                                           "args": {}})
+            async for event in sub:
+                if isinstance(event, ResourceUpdated):
+                    assert event.uri == URI
+                    break
 
 
 FIXTURE = Path(__file__).parent / "fixtures" / "conformance_server.py"
