@@ -107,7 +107,7 @@ def qualified(upstream: str, uri: str) -> str:
 
 def split_qualified(uri: str, upstreams: Iterable[str]) -> tuple[str, str] | None:
     """`(upstream, original)` of a qualified URI naming one of `upstreams`, else None."""
-    if not uri.startswith(QUALIFIED_PREFIX):
+    if uri[:len(QUALIFIED_PREFIX)].lower() != QUALIFIED_PREFIX:  # a scheme is case-insensitive
         return None
     scheme, sep, rest = uri[len(QUALIFIED_PREFIX):].partition(":")
     if not sep:
