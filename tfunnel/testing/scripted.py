@@ -27,6 +27,9 @@ from tfunnel.protocol.eras import LATEST_LEGACY, LEGACY_VERSIONS
 from tfunnel.upstream.stdio import EXIT_READ_GRACE_S
 from tfunnel.upstream.transport import MessageStream, Received, SpawnFailed
 
+# list method -> (the Script field, the result key)
+_LISTS = {"prompts/list": ("prompts", "prompts"), "resources/list": ("resources", "resources"),
+          "resources/templates/list": ("templates", "resourceTemplates")}
 ECHO = {"name": "echo", "description": "Echo the arguments as JSON text.", "inputSchema": {"type": "object"}}
 
 
@@ -47,6 +50,25 @@ class Script:
     silent: frozenset[str] = frozenset()  # methods it never answers (e.g. "initialize")
     protocol_version: str | None = None  # what initialize answers (default: echo a legacy version)
     stderr: str = ""  # what its stderr tail says
+    # Prompts, resources and templates it lists (each capability declared when there are any,
+    # `resources` also for templates), `page_size` items per page (0: one page); `subscribe` and
+    # `logging` declare those, answered `{}`.
+    prompts: tuple[Mapping[str, Any], ...] = ()
+    resources: tuple[Mapping[str, Any], ...] = ()
+    templates: tuple[Mapping[str, Any], ...] = ()
+    page_size: int = 0
+    subscribe: bool = False
+    logging: bool = False
+
+    def capabilities(self) -> dict[str, Any]:
+        declared: dict[str, Any] = {"tools": {"listChanged": True}}
+        if self.prompts:
+            declared["prompts"] = {"listChanged": True}
+        if self.resources or self.templates or self.subscribe:
+            declared["resources"] = {"listChanged": True, **({"subscribe": True} if self.subscribe else {})}
+        if self.logging:
+            declared["logging"] = {}
+        return declared
 
 
 class ScriptedServer:
@@ -132,7 +154,7 @@ class ScriptedServer:
             echoed = offered if offered in LEGACY_VERSIONS else LATEST_LEGACY
             version = self.script.protocol_version or echoed
             await self._answer(request_id, {
-                "protocolVersion": version, "capabilities": {"tools": {"listChanged": True}},
+                "protocolVersion": version, "capabilities": self.script.capabilities(),
                 "serverInfo": {"name": "scripted", "version": str(self.number)}})
         elif method == "tools/list":
             await self._answer(request_id, {"tools": [dict(t) for t in self.tools]})
@@ -146,10 +168,24 @@ class ScriptedServer:
                 return
             scope = self._calls[request_id] = trio.CancelScope()
             nursery.start_soon(self._call, request_id, name, params.get("arguments") or {}, scope)
-        elif method == "ping":
+        elif method in _LISTS and getattr(self.script, _LISTS[method][0]):
+            attribute, key = _LISTS[method]
+            await self._answer(request_id, self._page(key, getattr(self.script, attribute), params))
+        elif method == "ping" or (method in ("resources/subscribe", "resources/unsubscribe")
+                                  and self.script.subscribe) \
+                or (method == "logging/setLevel" and self.script.logging):
             await self._answer(request_id, {})
         else:
             await self._error(request_id, -32601, f"Method not found: {method}")
+
+    def _page(self, key: str, items: tuple[Mapping[str, Any], ...],
+              params: Mapping[str, Any]) -> dict[str, Any]:
+        size = self.script.page_size or len(items) or 1
+        start = int(params.get("cursor") or 0)
+        page: dict[str, Any] = {key: [dict(item) for item in items[start:start + size]]}
+        if start + size < len(items):
+            page["nextCursor"] = str(start + size)
+        return page
 
     async def _call(self, request_id: Any, name: str, arguments: Any, scope: trio.CancelScope) -> None:
         with scope:
