@@ -5,13 +5,14 @@ on the next incarnation; other notifications handed to the gateway."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
 
-from tests.test_supervisor_scripted import factory, wait_for
+from tests.test_supervisor_scripted import factory
 from tfunnel.config.expose import ExposeConfig, RestartPolicy, UpstreamSpec
 from tfunnel.config.model import Limits
 from tfunnel.protocol.jsonrpc import Notification
@@ -38,6 +39,12 @@ class Gateway:
             self.changes += 1
         return Context(tmp_path, {}, Limits(), Identity("t", "0"), changed,
                        lambda upstream, note: self.notes.append((upstream, note)), jitter=lambda: 0.5)
+
+
+async def wait_for(predicate: Callable[[], bool]) -> None:
+    with trio.fail_after(10):  # a hang fails here, with the test's own traceback
+        while not predicate():
+            await trio.sleep(0.001)
 
 
 def methods(server: ScriptedServer) -> list[Any]:
