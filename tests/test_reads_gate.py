@@ -11,12 +11,23 @@ import pytest
 import trio
 
 from tests.hooks import decision, set_hooks
-from tfunnel.config.model import Register, ToolState
+from tests.test_route_methods import NoHooks
+from tfunnel.config.model import Register, Settings, ToolState
 from tfunnel.errors import ProtocolError, UpstreamRemoteError
 from tfunnel.gate.engine import HookEngine
 from tfunnel.gate.manifest import load_manifest
 from tfunnel.observe.audit import AuditLog
-from tfunnel.protocol.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, POLICY_DENIED, RESOURCE_NOT_FOUND
+from tfunnel.protocol.eras import Era
+from tfunnel.protocol.jsonrpc import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    POLICY_DENIED,
+    RESOURCE_NOT_FOUND,
+    Request,
+)
+from tfunnel.protocol.session import ClientSession
+from tfunnel.route import Router
+from tfunnel.route.modern import CONFIRM_PREFIX
 from tfunnel.surface.catalog import Catalog
 from tfunnel.surface.reads import Reader, Reads, upstream_error
 from tfunnel.surface.upstream_items import Extras
@@ -113,3 +124,49 @@ async def test_an_input_required_answer_to_a_read_is_an_error_not_passed_on(home
     surface = reads(home, Recorder({"resultType": "input_required", "requestState": "s"}))
     with trio.fail_after(30):
         assert await code_of(surface.get_prompt({"name": "up_greet"}, Reader())) == INTERNAL_ERROR
+
+
+async def test_a_modern_readers_ask_is_an_mrtr_round_and_its_retry_reads(home: Path,
+                                                                         tmp_path: Path) -> None:
+    """A PreToolUse `ask` on prompts/get to a modern client that declared elicitation: the first
+    round answers input_required and the upstream sees nothing; the retry with the accepted answer
+    (and the sealed state) gets the prompt. A client without elicitation: the gate's
+    askFallback (deny) decides at once."""
+    set_hooks(home, {"matcher": "prompt:.*", "command": decision("ask", "Read it?")})
+    upstreams = Recorder({"messages": [{"role": "user", "content": {"type": "text", "text": "hi"}}]})
+    surface = reads(home, upstreams)
+    tools: Any = NoTools()  # the table's view of the surface: no tools here
+    gateway = Router(lambda: Settings(), tools, NoHooks(), AuditLog(tmp_path), reads=surface)
+    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}}
+    params = {"name": "up_greet", "arguments": {"who": "x"}, "_meta": meta}
+    with trio.fail_after(30):
+        first = await gateway.handle(ClientSession("s"), Request(1, "prompts/get", params), era=Era.MODERN)
+        assert first["resultType"] == "input_required" and upstreams.seen == []
+        (key, question), = first["inputRequests"].items()
+        assert key.startswith(CONFIRM_PREFIX) and question["params"]["message"].startswith("Read it?")
+        retry = {**params, "requestState": first["requestState"],
+                 "inputResponses": {key: {"action": "accept"}}}
+        done = await gateway.handle(ClientSession("s"), Request(2, "prompts/get", retry), era=Era.MODERN)
+        assert done["resultType"] == "complete" and done["messages"][0]["content"]["text"] == "hi"
+        assert [method for _, method, _ in upstreams.seen] == ["prompts/get"]
+        # The sealed state is bound to its request: echoed on other arguments, it is refused.
+        forged = {**retry, "arguments": {"who": "y"}}
+        with pytest.raises(ProtocolError):
+            await gateway.handle(ClientSession("s"), Request(3, "prompts/get", forged), era=Era.MODERN)
+        plain = {**params, "_meta": {**meta, "io.modelcontextprotocol/clientCapabilities": {}}}
+        with pytest.raises(ProtocolError) as denied:
+            await gateway.handle(ClientSession("s"), Request(4, "prompts/get", plain), era=Era.MODERN)
+        assert denied.value.code == POLICY_DENIED
+    assert len(upstreams.seen) == 1
+
+
+class NoTools:
+    def list_tools(self) -> list[dict[str, Any]]:
+        return []
+
+    def tool_schema(self, name: str) -> None:
+        return None
+
+    async def call(self, name: str, args: Any, ctx: Any) -> Any:
+        raise AssertionError("no tool is called here")

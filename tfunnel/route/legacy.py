@@ -15,7 +15,7 @@ from tfunnel.observe.audit import AuditLog
 from tfunnel.protocol import modern
 from tfunnel.protocol import session as legacy
 from tfunnel.protocol.eras import Era
-from tfunnel.protocol.jsonrpc import INVALID_PARAMS, RESOURCE_NOT_FOUND, Notification, Request
+from tfunnel.protocol.jsonrpc import INVALID_PARAMS, POLICY_DENIED, RESOURCE_NOT_FOUND, Notification, Request
 from tfunnel.protocol.results import ToolResult
 from tfunnel.protocol.session import ClientSession
 from tfunnel.route.channel import LegacyChannel
@@ -139,5 +139,8 @@ class _LegacySite:
         return Reader(self._session.id, str(self._request.id), channel.ask_user, channel.meta,
                       self._session.log_level)
 
-    def view(self, result: dict[str, Any]) -> dict[str, Any]:
-        return modern.legacy_view(result)
+    def view(self, name: str, outcome: dict[str, Any] | NeedsInput) -> dict[str, Any]:
+        if isinstance(outcome, NeedsInput):
+            # Not reached: a legacy reader is asked by request (or not at all).
+            raise ProtocolError(POLICY_DENIED, f"{name!r} needs a confirmation this client cannot give")
+        return modern.legacy_view(outcome)

@@ -50,8 +50,9 @@ class CallSite(Protocol):
     def reader(self) -> Reader:
         """Who reads, for a prompts/get, resources/read or completion/complete."""
 
-    def view(self, result: dict[str, Any]) -> dict[str, Any]:
-        """An upstream's result (of any era) as this era's client gets it."""
+    def view(self, name: str, outcome: dict[str, Any] | NeedsInput) -> dict[str, Any]:
+        """A read's outcome as this era's client gets it: an upstream's result (of any era), or
+        the gate's question (a modern client answers it on its retry)."""
 
 
 Handler = Callable[[Mapping[str, Any], CallSite], Awaitable[dict[str, Any]]]
@@ -90,9 +91,11 @@ class Methods:
         return lister(params.get("cursor"))
 
     @staticmethod
-    def _read(reader: Callable[[Mapping[str, Any], Reader], Awaitable[dict[str, Any]]]) -> Handler:
+    def _read(reader: Callable[[Mapping[str, Any], Reader], Awaitable[dict[str, Any] | NeedsInput]],
+              ) -> Handler:
         async def handle(params: Mapping[str, Any], site: CallSite) -> dict[str, Any]:
-            return site.view(await reader(params, site.reader()))
+            name = params.get("name", params.get("uri"))
+            return site.view(name if isinstance(name, str) else "", await reader(params, site.reader()))
         return handle
 
     async def _ping(self, params: Mapping[str, Any], site: CallSite) -> dict[str, Any]:

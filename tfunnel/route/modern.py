@@ -166,7 +166,9 @@ class _ModernSite:
         self._binding = ""
         self._approved: set[str] = set()
 
-    def context(self) -> CallContext:
+    def _open(self) -> tuple[dict[str, Any], mrtr.RequestState | None]:
+        """This round's answers and the sealed state of the round before it (bound to this
+        method and params), if the client echoed one."""
         params = self._request.params
         responses = params.get("inputResponses", {})
         if not isinstance(responses, dict):
@@ -175,30 +177,45 @@ class _ModernSite:
         token = params.get("requestState")
         state = self._sealer.open(token, self._binding) if token is not None else None
         self._approved = set(state.approved if state else ())
+        return responses, state
+
+    def _ask(self, responses: dict[str, Any], state: mrtr.RequestState | None) -> AskUser | None:
+        # Answers count only for the questions our sealed state says were asked: without a
+        # requestState (or for another question) the gate asks again.
+        asked = frozenset(state.asked if state else ())
+        return _asker(self._env, responses, self._approved, asked)
+
+    def context(self) -> CallContext:
+        responses, state = self._open()
         resume = None
         if state is not None and (state.upstream_state is not None or state.parked is not None):
             answers = {k: v for k, v in responses.items() if not k.startswith(CONFIRM_PREFIX)}
             resume = Resume(answers, state.upstream_state, state.parked)
-        # Answers count only for the questions our sealed state says were asked: without a
-        # requestState (or for another question) the gate asks again.
-        asked = frozenset(state.asked if state else ())
-        channel = ModernChannel(self._env, self._peer, params, resume=resume, parking=self._parking,
-                                ask_user=_asker(self._env, responses, self._approved, asked),
+        channel = ModernChannel(self._env, self._peer, self._request.params, resume=resume,
+                                parking=self._parking, ask_user=self._ask(responses, state),
                                 notices=self._notices)
         return CallContext("", str(self._request.id), channel)
 
     def reader(self) -> Reader:
-        # The gate's `ask` of a read has no MRTR round here: gate.askFallback decides it.
+        # A read's gate `ask` is an MRTR round like a call's (prompts/get and resources/read may
+        # answer input_required; completion/complete is not gated).
+        responses, state = self._open()
         _, meta = progress_and_meta(self._request.params, self._peer)
         notify = self._peer.notify_nowait if self._peer is not None else None
-        return Reader("", str(self._request.id), None, meta, self._env.log_level, notify)
+        return Reader("", str(self._request.id), self._ask(responses, state), meta, self._env.log_level,
+                      notify)
 
-    def view(self, result: dict[str, Any]) -> dict[str, Any]:
-        return result  # `modern.complete` adds what a modern client needs
+    def view(self, name: str, outcome: dict[str, Any] | NeedsInput) -> dict[str, Any]:
+        if isinstance(outcome, NeedsInput):
+            return self._input_required(name, outcome)
+        return outcome  # `modern.complete` adds what a modern client needs
 
     def finish(self, name: str, outcome: ToolResult | NeedsInput) -> dict[str, Any]:
         if not isinstance(outcome, NeedsInput):
             return outcome.to_wire()
+        return self._input_required(name, outcome)
+
+    def _input_required(self, name: str, outcome: NeedsInput) -> dict[str, Any]:
         questions = [key[len(CONFIRM_PREFIX):] for key in outcome.requests if key.startswith(CONFIRM_PREFIX)]
         try:
             sealed = self._sealer.seal(self._binding, approved=sorted(self._approved), asked=questions,

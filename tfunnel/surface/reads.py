@@ -89,7 +89,7 @@ class Reads:
 
     # --- reads ---------------------------------------------------------------------------------
 
-    async def get_prompt(self, params: Mapping[str, Any], reader: Reader) -> dict[str, Any]:
+    async def get_prompt(self, params: Mapping[str, Any], reader: Reader) -> dict[str, Any] | NeedsInput:
         name = params.get("name")
         if not isinstance(name, str) or not name:
             raise ProtocolError(INVALID_PARAMS, 'Invalid params: "name" must be a non-empty string')
@@ -102,12 +102,14 @@ class Reads:
                         args=arguments, mode="prompt", session_id=reader.session_id,
                         call_id=reader.call_id, ask_user=reader.ask_user)
         allowed = await self._admit(call)
+        if isinstance(allowed, NeedsInput):
+            return allowed
         if allowed is not arguments:
             _check_arguments(allowed)
         return await self._forward(found.upstream, "prompts/get",
                                    {"name": found.name, "arguments": dict(allowed)}, reader, call)
 
-    async def read_resource(self, params: Mapping[str, Any], reader: Reader) -> dict[str, Any]:
+    async def read_resource(self, params: Mapping[str, Any], reader: Reader) -> dict[str, Any] | NeedsInput:
         uri = params.get("uri")
         if not isinstance(uri, str) or not uri:
             raise ProtocolError(INVALID_PARAMS, 'Invalid params: "uri" must be a non-empty string')
@@ -116,6 +118,8 @@ class Reads:
                         args={"uri": uri}, mode="resource", session_id=reader.session_id,
                         call_id=reader.call_id, ask_user=reader.ask_user)
         allowed = await self._admit(call)
+        if isinstance(allowed, NeedsInput):
+            return allowed
         if allowed is not call.args:  # a hook rewrote the URI: it is routed (and allowed) as written
             rewritten = allowed.get("uri")
             if not isinstance(rewritten, str) or not rewritten:
@@ -161,7 +165,9 @@ class Reads:
             raise ProtocolError(RESOURCE_NOT_FOUND, f"Resource not found: {found}", {"uri": uri})
         return found
 
-    async def _admit(self, call: ToolCall) -> Mapping[str, Any]:
+    async def _admit(self, call: ToolCall) -> Mapping[str, Any] | NeedsInput:
+        """The arguments PreToolUse allows (perhaps rewritten), or its question to the client
+        (a modern client's MRTR round); a deny is -32010."""
         try:
             decision = await admit(self._gate(), call)
         except GateDenied as exc:
@@ -169,9 +175,8 @@ class Reads:
             self._audit.record("tool", name=call.surfaced, mode=call.mode, ok=False, denied=True,
                                session=call.session_id)
             raise ProtocolError(POLICY_DENIED, str(exc)) from None
-        if isinstance(decision, NeedsInput):  # not reached: readers are asked by request or not at all
-            raise ProtocolError(POLICY_DENIED, f"{call.surfaced!r} needs a confirmation this client "
-                                "cannot give")
+        if isinstance(decision, NeedsInput):
+            return decision
         return decision.updated_input if decision.updated_input is not None else call.args
 
     async def _forward(self, upstream: str, method: str, params: dict[str, Any], reader: Reader,
