@@ -12,7 +12,7 @@ import trio
 from tests.hooks import decision, set_hooks
 from tfunnel.config.load import load_register, load_settings
 from tfunnel.config.model import Register, Settings, ToolState
-from tfunnel.errors import ProtocolError
+from tfunnel.errors import ProtocolError, UpstreamRemoteError
 from tfunnel.gate.engine import HookEngine
 from tfunnel.gate.gated import ALLOW, NeedsInput, Outcome, PreDecision, ToolCall
 from tfunnel.gate.manifest import load_manifest
@@ -28,6 +28,7 @@ from tfunnel.surface.catalog import Catalog
 from tfunnel.surface.context import CallContext
 from tfunnel.surface.reads import Reads
 from tfunnel.surface.service import Surface
+from tfunnel.surface.upstream_items import Extras, qualified
 from tfunnel.testing.fakes import NoUpstreams
 from tfunnel.tools.runner import LocalRunner
 
@@ -193,3 +194,49 @@ async def test_the_surface_returns_the_ask_as_a_value(home: Path, tmp_path: Path
         outcome = await surface.call("toolfunnel_run_tool", {"name": "danger", "args": {}},
                                      CallContext("s", "1", Unanswered()))
     assert outcome is pending and not danger_log.exists()
+
+
+# --------------------------------------------------------------------------- an upstream's not-found
+
+
+class NotFoundUpstream:
+    """An upstream that answers every read with a not-found error naming its own URI."""
+
+    def __init__(self, code: int) -> None:
+        self.code = code
+        self.asked: list[str] = []
+
+    async def request(self, upstream_id: str, method: str, params: dict[str, Any], *,
+                      log_level: str | None = None) -> dict[str, Any]:
+        self.asked.append(params["uri"])
+        raise UpstreamRemoteError("not found", code=self.code, remote_message="Unknown resource",
+                                  data={"uri": params["uri"], "secret": "upstream's own"})
+
+
+LISTED = {"uri": "test://listed", "name": "listed"}
+
+
+@pytest.mark.parametrize("code", [RESOURCE_NOT_FOUND, INVALID_PARAMS])
+@pytest.mark.parametrize(("extras", "uri", "forwarded"), [
+    # one upstream serves resources: a URI no list names goes to it as written
+    (Extras.assemble({}, {"a": [LISTED]}, {}, ["a"]), "test://nonexistent", "test://nonexistent"),
+    # the qualified form: the upstream is asked for its own URI
+    (Extras.assemble({}, {"a": [LISTED], "b": [LISTED]}, {}, ["a", "b"]), qualified("b", "test://gone"),
+     "test://gone"),
+], ids=["unlisted", "qualified"])
+@pytest.mark.parametrize("era", BOTH)
+async def test_an_upstream_not_found_names_the_uri_the_client_asked_for(
+        tmp_path: Path, code: int, extras: Extras, uri: str, forwarded: str, era: Era) -> None:
+    """SEP-2164: a read of a resource the upstream does not have is an error whose `data.uri` is
+    the client's URI (not the upstream's, and none of the upstream's other `data`)."""
+    upstream = NotFoundUpstream(code)
+    catalog = Catalog(Register(), ToolState(), extras=extras)
+    reads = Reads(lambda: catalog, lambda: AllowAll(), upstream, AuditLog(tmp_path))
+    tools: Any = FakeTools()
+    gateway = Router(lambda: Settings(), tools, NoHooks(), AuditLog(tmp_path), reads=reads)
+    params: dict[str, Any] = {"uri": uri, **({"_meta": META} if era is Era.MODERN else {})}
+    with trio.fail_after(10), pytest.raises(ProtocolError) as raised:
+        await gateway.handle(ClientSession("s"), Request(1, "resources/read", params), era=era)
+    assert upstream.asked == [forwarded]
+    assert raised.value.code == (INVALID_PARAMS if era is Era.MODERN else code)
+    assert raised.value.data == {"uri": uri}

@@ -5,7 +5,8 @@ Lists come from the catalog (`surface.catalog`), paged (`surface.pages`). A read
 upstream with the upstream's own name or URI, and passes PreToolUse first (`gate.gated.admit`),
 with `tool_name` `prompt:<surfaced name>` or `resource:<uri>`: a deny means the upstream never
 saw the request. Errors are JSON-RPC errors (`ProtocolError`), era-neutral: a resource that does
-not exist is -32002 here, which the modern adapter answers as -32602.
+not exist is -32002 here, which the modern adapter answers as -32602; its `data.uri` is the URI
+the client asked for, also when the upstream is the one that has no such resource.
 """
 
 from __future__ import annotations
@@ -126,8 +127,15 @@ class Reads:
                 raise ProtocolError(INVALID_PARAMS, "Invalid params: a PreToolUse hook rewrote the "
                                     "resource URI to something that is not a URI")
             target = self._route(rewritten)
-        return await self._forward(target.upstream, "resources/read", {"uri": target.original},
-                                   reader, call)
+        try:
+            return await self._forward(target.upstream, "resources/read", {"uri": target.original},
+                                       reader, call)
+        except ProtocolError as exc:
+            if exc.code not in (RESOURCE_NOT_FOUND, INVALID_PARAMS):
+                raise
+            # The upstream's not-found (its `data` is not relayed, and would name the upstream's
+            # URI) names the URI the client asked for, as ours does (SEP-2164 `data.uri`).
+            raise ProtocolError(exc.code, exc.message, {"uri": uri}) from None
 
     async def complete(self, params: Mapping[str, Any], reader: Reader) -> dict[str, Any]:
         ref = params.get("ref")
