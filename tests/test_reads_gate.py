@@ -4,6 +4,7 @@ processes: a PreToolUse deny means the upstream never saw the request; a rewrite
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -47,8 +48,11 @@ class Recorder:
         self.answer = answer
 
     async def request(self, upstream_id: str, method: str, params: dict[str, Any], *,
-                      log_level: str | None = None) -> dict[str, Any]:
+                      log_level: str | None = None,
+                      on_progress: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
         self.seen.append((upstream_id, method, params))
+        if on_progress is not None:  # the upstream reports progress on the read
+            on_progress({"progressToken": "ours", "progress": 1, "total": 2})
         if isinstance(self.answer, Exception):
             raise self.answer
         return self.answer or {"messages": [], "contents": []}
@@ -170,3 +174,13 @@ class NoTools:
 
     async def call(self, name: str, args: Any, ctx: Any) -> Any:
         raise AssertionError("no tool is called here")
+
+
+async def test_an_upstreams_progress_on_a_read_reaches_the_reader(home: Path) -> None:
+    set_hooks(home)
+    seen: list[dict[str, Any]] = []
+    surface = reads(home, Recorder())
+    with trio.fail_after(30):
+        await surface.read_resource({"uri": "file:///notes"}, Reader(progress=seen.append))
+        await surface.get_prompt({"name": "up_greet"}, Reader())  # without a token: nothing to relay
+    assert seen == [{"progressToken": "ours", "progress": 1, "total": 2}]

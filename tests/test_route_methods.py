@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -207,7 +208,8 @@ class NotFoundUpstream:
         self.asked: list[str] = []
 
     async def request(self, upstream_id: str, method: str, params: dict[str, Any], *,
-                      log_level: str | None = None) -> dict[str, Any]:
+                      log_level: str | None = None,
+                      on_progress: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
         self.asked.append(params["uri"])
         raise UpstreamRemoteError("not found", code=self.code, remote_message="Unknown resource",
                                   data={"uri": params["uri"], "secret": "upstream's own"})

@@ -18,7 +18,7 @@ from tfunnel.protocol.eras import Era
 from tfunnel.protocol.jsonrpc import INVALID_PARAMS, POLICY_DENIED, RESOURCE_NOT_FOUND, Notification, Request
 from tfunnel.protocol.results import ToolResult
 from tfunnel.protocol.session import ClientSession
-from tfunnel.route.channel import LegacyChannel
+from tfunnel.route.channel import LegacyChannel, progress_and_meta
 from tfunnel.route.methods import INSTRUCTIONS, Methods
 from tfunnel.route.peer import Peer
 from tfunnel.surface.context import CallContext
@@ -136,8 +136,9 @@ class _LegacySite:
 
     def reader(self) -> Reader:
         channel = LegacyChannel(self._session.capabilities, self._peer, self._request.params)
+        progress, _ = progress_and_meta(self._request.params, self._peer)
         return Reader(self._session.id, str(self._request.id), channel.ask_user, channel.meta,
-                      self._session.log_level)
+                      self._session.log_level, progress=progress)
 
     def view(self, name: str, outcome: dict[str, Any] | NeedsInput) -> dict[str, Any]:
         if isinstance(outcome, NeedsInput):

@@ -200,10 +200,10 @@ class _ModernSite:
         # A read's gate `ask` is an MRTR round like a call's (prompts/get and resources/read may
         # answer input_required; completion/complete is not gated).
         responses, state = self._open()
-        _, meta = progress_and_meta(self._request.params, self._peer)
+        progress, meta = progress_and_meta(self._request.params, self._peer)
         notify = self._peer.notify_nowait if self._peer is not None else None
         return Reader("", str(self._request.id), self._ask(responses, state), meta, self._env.log_level,
-                      notify)
+                      notify, progress)
 
     def view(self, name: str, outcome: dict[str, Any] | NeedsInput) -> dict[str, Any]:
         if isinstance(outcome, NeedsInput):

@@ -44,7 +44,8 @@ _EMPTY_COMPLETION: dict[str, Any] = {"completion": {"values": [], "hasMore": Fal
 
 class UpstreamRequests(Protocol):
     async def request(self, upstream_id: str, method: str, params: dict[str, Any], *,
-                      log_level: str | None = None) -> dict[str, Any]: ...
+                      log_level: str | None = None,
+                      on_progress: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]: ...
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,8 @@ class Reader:
     # A modern reader's request stream, for the upstream's log messages while the read runs
     # (a legacy session hears them on its own stream, `surface.notices`).
     notify: Callable[[str, dict[str, Any]], None] | None = None
+    # Relays an upstream's progress on the read, when the reader gave a token and can be told.
+    progress: Callable[[dict[str, Any]], None] | None = None
 
 
 def upstream_error(code: int, message: str) -> ProtocolError:
@@ -196,7 +199,8 @@ class Reads:
         push = via(reader.notify) if reader.notify is not None else None
         try:
             with self._notices.during(upstream, reader.log_level, push):
-                result = await self._upstreams.request(upstream, method, params, log_level=reader.log_level)
+                result = await self._upstreams.request(upstream, method, params, log_level=reader.log_level,
+                                                       on_progress=reader.progress)
             if result.get("resultType", "complete") != "complete":
                 raise ProtocolError(INTERNAL_ERROR, f"upstream {upstream!r} asked for input on {method}; "
                                     "tfunnel relays that for tools/call only")

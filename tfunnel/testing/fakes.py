@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from tfunnel.errors import UpstreamUnavailable
@@ -21,5 +22,6 @@ class NoUpstreams:
         raise UpstreamUnavailable(f"upstream {call.upstream!r} is not configured")
 
     async def request(self, upstream_id: str, method: str, params: dict[str, Any], *,
-                      log_level: str | None = None) -> dict[str, Any]:
+                      log_level: str | None = None,
+                      on_progress: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
         raise UpstreamUnavailable(f"upstream {upstream_id!r} is not configured")

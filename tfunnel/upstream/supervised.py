@@ -9,7 +9,7 @@ group is gone. It knows nothing of processes.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any
 
@@ -378,10 +378,11 @@ class Upstream:
         except UpstreamError as exc:
             log.warning("could not pass on what clients asked for", upstream=self.spec.id, error=str(exc))
 
-    async def request(self, method: str, params: dict[str, Any], *,
-                      log_level: str | None = None) -> dict[str, Any]:
+    async def request(self, method: str, params: dict[str, Any], *, log_level: str | None = None,
+                      on_progress: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
         """Forward one of the `FORWARDED` requests and return the upstream's raw result; raise
-        `UpstreamError` when it cannot answer (`UpstreamRemoteError` for its error answer)."""
+        `UpstreamError` when it cannot answer (`UpstreamRemoteError` for its error answer).
+        `on_progress` gets a payload call's progress."""
         session = self.session
         if session is None or self.state is not State.READY:
             raise UpstreamUnavailable(self.unavailable() or f"upstream {self.spec.id!r} is not connected")
@@ -390,7 +391,8 @@ class Upstream:
         await acquire_eager(self._limiter)
         try:
             return await session.request(method, params, timeout_s=timeout_s, payload=payload,
-                                         log_level=log_level if session.modern_version else None)
+                                         log_level=log_level if session.modern_version else None,
+                                         on_progress=on_progress if payload else None)
         finally:
             self._limiter.release()
 

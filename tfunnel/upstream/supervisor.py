@@ -8,6 +8,7 @@ nothing of processes.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import structlog
@@ -192,12 +193,13 @@ class Supervisor:
         return {uid: u for uid, u in self.upstreams.items() if u.state is State.READY}
 
     async def request(self, upstream_id: str, method: str, params: dict[str, Any], *,
-                      log_level: str | None = None) -> dict[str, Any]:
+                      log_level: str | None = None,
+                      on_progress: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
         """`Upstream.request` on the upstream `upstream_id`."""
         upstream = self.upstreams.get(upstream_id)
         if upstream is None:
             raise UpstreamUnavailable(f"upstream {upstream_id!r} is not configured")
-        return await upstream.request(method, params, log_level=log_level)
+        return await upstream.request(method, params, log_level=log_level, on_progress=on_progress)
 
     async def call_tool(self, call: UpstreamCall, channel: CallChannel | None = None) -> dict[str, Any]:
         """`Upstream.call_tool` on the upstream `call.upstream`."""
