@@ -9,8 +9,7 @@ hints, serverInfo).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import structlog
@@ -112,21 +111,20 @@ class ModernAdapter:
         try:
             await peer.notify("notifications/subscriptions/acknowledged",
                               {"_meta": tag, "notifications": honoured})
-            async with trio.open_nursery() as nursery, \
-                    _listening(self._notices, peer, subscribed, tag):
-                nursery.start_soon(_cancel_on, peer.ending, nursery.cancel_scope)
-                seen = self._changes.version
-                while True:
-                    before = seen
-                    seen = await self._changes.next_burst(seen)
-                    for kind in self._changes.changed_since(before):
-                        if kind in kinds:
-                            await peer.notify(f"notifications/{kind}/list_changed", {"_meta": tag})
+            with self._notices.listening(object(), via(peer.notify_nowait), subscribed, tag):
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(_cancel_on, peer.ending, nursery.cancel_scope)
+                    seen = self._changes.version
+                    while True:
+                        before = seen
+                        seen = await self._changes.next_burst(seen)
+                        for kind in self._changes.changed_since(before):
+                            if kind in kinds:
+                                await peer.notify(f"notifications/{kind}/list_changed", {"_meta": tag})
         finally:
             self.listening -= 1
         log.info("listen stream ended by the server", id=request.id)
         return {"_meta": tag}  # the graceful end (PROTOCOL.md §3.10)
-
 
     def _subscriptions(self, uris: Any) -> dict[tuple[str, str], str]:
         """The resource URIs of a listen request that lead to an upstream, by (upstream, its URI)."""
@@ -142,13 +140,6 @@ class ModernAdapter:
             if isinstance(target, Route):
                 found[target.upstream, target.original] = uri
         return found
-
-
-@asynccontextmanager
-async def _listening(notices: Notices, peer: Peer, subscribed: dict[tuple[str, str], str],
-                     tag: dict[str, Any]) -> AsyncIterator[None]:
-    with notices.listening(object(), via(peer.notify_nowait), subscribed, tag):
-        yield
 
 
 class _ModernSite:
