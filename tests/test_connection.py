@@ -21,7 +21,7 @@ from tfunnel.protocol.modern import UNSUPPORTED_PROTOCOL_VERSION
 from tfunnel.protocol.session import ClientSession
 from tfunnel.route import Peer
 from tfunnel.route.eras import Refusal
-from tfunnel.serve.connection import DUPLICATE_ID, Connection, Service
+from tfunnel.serve.connection import DUPLICATE_ID, MAX_NOTICES, Connection, Service
 from tfunnel.surface.changes import DEBOUNCE_S, Changes
 
 # Every test runs under MockClock (virtual time, exact), but the one through the gateway's own
@@ -247,6 +247,30 @@ async def test_a_notification_stream_hears_of_changes_and_keeps_alive() -> None:
             assert replies.sent == [LIST_CHANGED] and idle == [15]
             await trio.sleep(15)
             assert idle == [15, pytest.approx(20 + DEBOUNCE_S + 15)]  # counted from the last message
+            nursery.cancel_scope.cancel()
+
+
+@pytest.mark.trio_clock
+async def test_pushed_notices_go_out_in_order_with_the_lists_that_changed_and_overflow_drops() -> None:
+    """Notices pushed for the client (log messages, resource updates) reach its stream in order,
+    a change of several lists is one notification per list, and a client that reads nothing loses
+    what is beyond the queue (never blocking the pusher)."""
+    changes = Changes()
+    connection, replies, _ = connect(changes=changes)
+    note = {"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info"}}
+    with trio.fail_after(60):
+        for _ in range(MAX_NOTICES + 5):  # nobody delivers yet: the queue fills, the rest drop
+            connection.push_notice(note)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(lambda: connection.list_changed(replies.send, initialized_only=False))
+            await trio.sleep(1)
+            assert replies.sent == [note] * MAX_NOTICES
+            changes.bump("prompts", "resources")
+            connection.push_notice(note)
+            await trio.sleep(1)
+            assert [m["method"] for m in replies.sent[MAX_NOTICES:]] == [
+                "notifications/message", "notifications/prompts/list_changed",
+                "notifications/resources/list_changed"]
             nursery.cancel_scope.cancel()
 
 

@@ -268,10 +268,12 @@ class Connection:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._changes, initialized_only)
             while True:
-                with trio.move_on_after(idle_s):
-                    await deliver(await self._notes_out.receive())
-                    continue
-                if on_idle is not None:
+                message: dict[str, Any] | None = None
+                with trio.move_on_after(idle_s):  # only the wait: a delivery is never cut short
+                    message = await self._notes_out.receive()
+                if message is not None:
+                    await deliver(message)
+                elif on_idle is not None:
                     await on_idle()
 
     async def _changes(self, initialized_only: bool) -> None:
