@@ -170,6 +170,28 @@ def test_swap_bumps_only_when_the_surface_changed(home: Path) -> None:
         assert [t.tool for t in live.catalog.upstream] == [t["name"] for t in ready.get("u", ())]
 
 
+def test_swap_tells_which_lists_changed(home: Path) -> None:
+    """Prompts and resources are lists of their own: a change of one is announced for that list
+    only; the same lists re-listed are no news."""
+    live = Live(home, read_home(home))
+    lists: dict[str, dict[str, tuple[dict[str, Any], ...]]] = {}
+    live.ready_lists = lambda: lists
+    steps: list[tuple[dict[str, dict[str, tuple[dict[str, Any], ...]]], tuple[str, ...]]] = [
+        ({"u": {"prompts": ({"name": "p"},)}}, ("prompts",)),
+        ({"u": {"prompts": ({"name": "p"},)}}, ()),
+        ({"u": {"prompts": ({"name": "p"},), "resources": ({"uri": "file:///r"},)}}, ("resources",)),
+        ({"u": {"prompts": ({"name": "p"},), "resources": ({"uri": "file:///r"},),
+                "templates": ({"uriTemplate": "t://{x}"},)}}, ("resources",)),
+        ({}, ("prompts", "resources")),
+    ]
+    for ready, changed in steps:
+        version = live.tools_changed.version
+        lists = ready
+        live.upstreams_changed()
+        assert live.tools_changed.changed_since(version) == changed, ready
+    assert live.catalog.extras.prompts == ()
+
+
 async def test_a_list_changed_storm_is_coalesced(home: Path) -> None:
     """20 000 list_changed in a burst from a real upstream: a bounded number of re-lists, no flood
     of client list_changed, and a local tool still answers meanwhile; a real change afterwards
