@@ -466,6 +466,29 @@ async def test_an_answer_over_the_cap_fails_only_its_request(tmp_path: Path) -> 
     assert error["id"] == 9 and "over 1000 bytes" in error["error"]["message"]
 
 
+async def test_an_error_status_keeps_the_json_rpc_error_data(tmp_path: Path) -> None:
+    """A modern server refuses a version with HTTP 400 and -32022 whose `data.supported` the
+    retry needs: the error answer keeps the code, the data and the server's message."""
+    refusal = {"code": -32022, "message": "Unsupported protocol version",
+               "data": {"supported": ["2026-07-28"], "requested": "2026-07-28"}}
+
+    async def handler(hit: Seen) -> Reply:
+        assert hit.body is not None
+        body = json.dumps({"jsonrpc": "2.0", "id": hit.body["id"], "error": refusal}).encode()
+        return Reply(400, [("content-type", "application/json")], body)
+
+    with trio.fail_after(10):
+        async with fake_server(handler) as (url, _):
+            spec = UpstreamSpec(id="m", transport="http", url=url)
+            async with HttpTransport(spec, context(tmp_path, {})).connect() as stream:
+                await stream.send(modern_request(4, "server/discover", {}))
+                answer = await stream.receive()
+    assert isinstance(answer, bytes)
+    error = json.loads(answer)["error"]
+    assert error["code"] == -32022 and error["data"] == refusal["data"]
+    assert error["message"] == "upstream 'm' answered HTTP 400 Bad Request: Unsupported protocol version"
+
+
 async def test_a_request_stream_closed_early_is_resumed_for_its_answer(tmp_path: Path) -> None:
     """A legacy server that closes a request's stream after priming it answers on the stream
     resumed with GET and `Last-Event-ID`; the call gets that answer."""

@@ -285,13 +285,15 @@ class HttpStream:
                 return None
         return bytes(data)
 
-    def _error(self, request_id: jsonrpc.RequestId, what: str, code: int = jsonrpc.INTERNAL_ERROR) -> bytes:
-        return jsonrpc.encode(jsonrpc.error_message(request_id, code, f"upstream {self._id!r} {what}"))
+    def _error(self, request_id: jsonrpc.RequestId, what: str, code: int = jsonrpc.INTERNAL_ERROR,
+               data: Any = None) -> bytes:
+        return jsonrpc.encode(jsonrpc.error_message(request_id, code, f"upstream {self._id!r} {what}", data))
 
     def _status_error(self, request_id: jsonrpc.RequestId, status: int, body: bytes | None) -> bytes:
-        """The error answer for an HTTP error status: the body's JSON-RPC error code and message
-        when it has one (era decisions key on the code), always naming the status."""
-        code, detail = jsonrpc.INTERNAL_ERROR, ""
+        """The error answer for an HTTP error status: the body's JSON-RPC error code, message and
+        data when it has one (era decisions key on the code, and a -32022 retry on
+        `data.supported`), always naming the status."""
+        code, detail, data = jsonrpc.INTERNAL_ERROR, "", None
         try:
             error = json.loads(body or b"").get("error")
         except (ValueError, AttributeError):
@@ -300,8 +302,9 @@ class HttpStream:
             if isinstance(error.get("code"), int) and not isinstance(error.get("code"), bool):
                 code = error["code"]
             detail = f": {error.get('message', '')}"
+            data = error.get("data")
         phrase = httpx2.codes.get_reason_phrase(status)
-        return self._error(request_id, f"answered HTTP {status} {phrase}{detail}".rstrip(), code)
+        return self._error(request_id, f"answered HTTP {status} {phrase}{detail}".rstrip(), code, data)
 
     async def _deliver(self, data: bytes) -> None:
         # Once the stream ended nobody reads any more: what arrives after is dropped.
