@@ -489,6 +489,40 @@ async def test_an_error_status_keeps_the_json_rpc_error_data(tmp_path: Path) -> 
     assert error["message"] == "upstream 'm' answered HTTP 400 Bad Request: Unsupported protocol version"
 
 
+async def test_a_modern_tools_call_mirrors_its_annotated_arguments(tmp_path: Path) -> None:
+    """After a modern tools/list, a tools/call of a tool whose inputSchema has `x-mcp-header`
+    annotations carries one Mcp-Param header per present, non-null argument (base64 when unsafe);
+    a tool the list did not describe gets none."""
+    schema = {"type": "object", "properties": {
+        "region": {"type": "string", "x-mcp-header": "Region"},
+        "priority": {"type": "integer", "x-mcp-header": "Priority"},
+        "verbose": {"type": "boolean", "x-mcp-header": "Verbose"},
+        "query": {"type": "string"}}}
+
+    async def handler(hit: Seen) -> Reply:
+        assert hit.body is not None
+        if hit.body["method"] == "tools/list":
+            result: dict[str, Any] = {"tools": [{"name": "t", "inputSchema": schema}]}
+        else:
+            result = {"content": []}
+        return json_reply({"jsonrpc": "2.0", "id": hit.body["id"], "result": result})
+
+    arguments = {"region": "Hello, 世界", "priority": 42, "verbose": None, "query": "q"}
+    with trio.fail_after(10):
+        async with fake_server(handler) as (url, seen):
+            spec = UpstreamSpec(id="m", transport="http", url=url)
+            async with HttpTransport(spec, context(tmp_path, {})).connect() as stream:
+                await stream.send(modern_request(1, "tools/list", {}))
+                await stream.receive()
+                await stream.send(modern_request(2, "tools/call", {"name": "t", "arguments": arguments}))
+                await stream.receive()
+                await stream.send(modern_request(3, "tools/call", {"name": "other", "arguments": arguments}))
+                await stream.receive()
+    mirrored = [{k: v for k, v in hit.headers.items() if k.startswith("mcp-param-")} for hit in seen]
+    region = "=?base64?SGVsbG8sIOS4lueVjA==?="
+    assert mirrored == [{}, {"mcp-param-region": region, "mcp-param-priority": "42"}, {}]
+
+
 async def test_a_request_stream_closed_early_is_resumed_for_its_answer(tmp_path: Path) -> None:
     """A legacy server that closes a request's stream after priming it answers on the stream
     resumed with GET and `Last-Event-ID`; the call gets that answer."""
