@@ -302,6 +302,7 @@ class LegacyServer:
         self.gets = 0
         self.polled: Any = None
         self.poll = False  # answer tools/call only on the resumed stream (2025-11-25 polling)
+        self.poll_retry_ms = 10  # the `retry:` that stream asks before it is resumed
 
     async def __call__(self, hit: Seen) -> Reply:
         body = hit.body or {}
@@ -335,7 +336,7 @@ class LegacyServer:
             return json_reply({"jsonrpc": "2.0", "id": body["id"], "result": {"tools": [tool]}})
         if method == "tools/call" and self.poll:
             self.polled = body["id"]
-            return Reply(events=[b"id: p1\ndata:\n\nretry: 10\n\n"], finish=True)
+            return Reply(events=[b"id: p1\ndata:\n\nretry: %d\n\n" % self.poll_retry_ms], finish=True)
         if method == "tools/call" and self.call_status != 200:
             return Reply(self.call_status, [("content-type", "text/plain")], b"boom")
         return json_reply({"jsonrpc": "2.0", "id": body["id"],
@@ -534,6 +535,20 @@ async def test_a_request_stream_closed_early_is_resumed_for_its_answer(tmp_path:
     assert result["content"][0]["text"] == "late"
     resumed = [h for h in seen if h.method == "GET" and h.headers.get("last-event-id") == "p1"]
     assert len(resumed) == 1 and resumed[0].headers["mcp-session-id"] == "s1"
+
+
+async def test_a_request_stream_is_resumed_after_its_retry_field(tmp_path: Path) -> None:
+    """The resume waits the `retry:` the closed request stream asked (2025-11-25: a MUST), not
+    the default pause."""
+    server = LegacyServer()
+    server.poll, server.poll_retry_ms = True, 700
+    with trio.fail_after(20):
+        async with fake_server(server) as (url, _), supervised(tmp_path, url) as supervisor:
+            started = trio.current_time()
+            result = await call_tool(supervisor, "f", "echo", {})
+            waited = trio.current_time() - started
+    assert result["content"][0]["text"] == "late"
+    assert waited >= 0.7
 
 
 async def test_an_unreachable_server_is_a_clear_restartable_failure(tmp_path: Path) -> None:

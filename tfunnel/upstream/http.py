@@ -262,10 +262,11 @@ class HttpStream:
         return answered
 
     async def _resume(self, request_id: jsonrpc.RequestId, decoder: SseDecoder) -> bool | None:
-        """Reopen a request's stream with GET and `Last-Event-ID` until its answer comes (bounded)."""
-        pause = GET_RETRY_S
-        for _ in range(GET_RETRIES):
-            await trio.sleep(pause)
+        """Reopen a request's stream with GET and `Last-Event-ID` until its answer comes (bounded),
+        after the stream's last `retry:` (capped), else a doubling pause."""
+        for attempt in range(GET_RETRIES):
+            hint = decoder.retry_ms
+            await trio.sleep(GET_RETRY_S * 2 ** attempt if hint is None else min(hint / 1000, MAX_RETRY_S))
             assert decoder.last_id is not None
             headers = {**self._headers, "Accept": "text/event-stream", **self._session_headers(),
                        "Last-Event-ID": decoder.last_id}
@@ -275,7 +276,6 @@ class HttpStream:
                 answered = await self._events(response, decoder, request_id)
                 if answered is not False:
                     return answered
-            pause *= 2
         return False
 
     def _answers(self, data: bytes, request_id: jsonrpc.RequestId, initialize: bool) -> bool:
