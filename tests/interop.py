@@ -8,6 +8,10 @@
 - `run_conformance(url, scenario, out_dir=...)`: one server scenario of the official conformance
   suite (`@modelcontextprotocol/conformance`, `.npm-conformance/`) under the Node 22 installed
   beside it, with its `checks.json` parsed into a `ConformanceResult`.
+- `run_conformance_client(command, scenario, out_dir=...)`: one client scenario: the suite starts
+  its own test server and runs `command <server-url>` through a shell (env
+  `MCP_CONFORMANCE_SCENARIO`, `MCP_CONFORMANCE_PROTOCOL_VERSION`, maybe `MCP_CONFORMANCE_CONTEXT`),
+  then scores what reached that server.
 
 Nothing here skips: a missing install raises `InteropSetupError` naming the command that makes it.
 """
@@ -268,12 +272,64 @@ async def run_conformance_async(url: str, scenario: str, *, out_dir: Path, timeo
     return await trio.to_thread.run_sync(call)
 
 
+def run_conformance_client(command: str, scenario: str, *, out_dir: Path, timeout_s: float = 120,
+                           spec_version: str | None = None, extra: list[str] | None = None,
+                           ) -> ConformanceResult:
+    """Run `conformance client --command COMMAND --scenario S -o OUT_DIR` and parse what it wrote.
+
+    COMMAND is split on spaces and run by a shell with the server URL appended as its last word.
+    The CLI's exit status is 1 for a FAILURE or WARNING check, a client timeout, or a client that
+    exited non-zero (unless the scenario allows that). Without `spec_version` the suite serves
+    2026-07-28 for scenarios introduced then, else 2025-11-25. `--timeout MS` in `extra` bounds
+    the client (default 30 s). Blocking: from trio code use `run_conformance_client_async`.
+    """
+    out_dir.mkdir(parents=True, exist_ok=True)
+    argv = [*conformance_command(), "client", "--command", command, "--scenario", scenario,
+            "-o", str(out_dir)]
+    if spec_version is not None:
+        argv += ["--spec-version", spec_version]
+    argv += extra or []
+    # Results go to OUT_DIR/<scenario>-<timestamp> (an auth/ scenario nests one folder down).
+    pattern = f"{scenario}-*"
+    before = set(out_dir.glob(pattern))
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s,
+                              env=conformance_env(), stdin=subprocess.DEVNULL, check=False)
+    except subprocess.TimeoutExpired as exc:
+        raise ConformanceError(f"conformance client {scenario} did not finish in {timeout_s} s;"
+                               f" stdout so far:\n{_text(exc.stdout)}\nstderr:\n{_text(exc.stderr)}") from exc
+    result = ConformanceResult(scenario=scenario, spec_version=spec_version, argv=argv,
+                               exit_status=proc.returncode, stdout=proc.stdout, stderr=proc.stderr)
+    if _NOT_APPLICABLE.search(proc.stdout):
+        return dataclasses.replace(result, not_applicable=True)
+    result_dir = _found_dir(proc.stdout + proc.stderr, out_dir, pattern, before)
+    if result_dir is None or not (result_dir / "checks.json").is_file():
+        raise ConformanceError(
+            f"conformance client {scenario} wrote no checks.json (exit {proc.returncode});\n"
+            f"argv: {argv}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}")
+    return dataclasses.replace(result, checks=parse_checks(result_dir / "checks.json"),
+                               result_dir=result_dir)
+
+
+async def run_conformance_client_async(command: str, scenario: str, *, out_dir: Path,
+                                       timeout_s: float = 120, spec_version: str | None = None,
+                                       extra: list[str] | None = None) -> ConformanceResult:
+    """`run_conformance_client` in a worker thread."""
+    call = functools.partial(run_conformance_client, command, scenario, out_dir=out_dir,
+                             timeout_s=timeout_s, spec_version=spec_version, extra=extra)
+    return await trio.to_thread.run_sync(call)
+
+
 def _result_dir(stdout: str, out_dir: Path, scenario: str, before: set[Path]) -> Path | None:
     """The `server-<scenario>-<timestamp>` folder this run made (named on stdout, else new on disk)."""
-    saved = _SAVED.findall(stdout)
+    return _found_dir(stdout, out_dir, f"server-{scenario}-*", before)
+
+
+def _found_dir(output: str, out_dir: Path, pattern: str, before: set[Path]) -> Path | None:
+    saved = _SAVED.findall(output)
     if saved:
         return Path(saved[-1].strip())
-    new = sorted(set(out_dir.glob(f"server-{scenario}-*")) - before)
+    new = sorted(set(out_dir.glob(pattern)) - before)
     return new[-1] if new else None
 
 

@@ -17,6 +17,7 @@ from tfunnel.protocol.headers import (
     check_modern_headers,
     check_param_headers,
     decode_value,
+    mirrored_params,
     param_headers,
 )
 from tfunnel.protocol.modern import (
@@ -42,6 +43,7 @@ from tfunnel.protocol.mrtr import (
     binding,
     question_digest,
 )
+from tfunnel.upstream.http import header_value
 
 PV = "io.modelcontextprotocol/protocolVersion"
 V = "2026-07-28"
@@ -593,6 +595,37 @@ def test_check_param_headers_truncates_long_values() -> None:
         check_param_headers({"mcp-param-region": "a" * 9000}, SCHEMA, {"region": "b" * 9000})
     assert len(info.value.message) < 400
     assert "a" * 100 + "..." in info.value.message and "b" * 100 + "..." in info.value.message
+
+
+@pytest.mark.parametrize(
+    ("arguments", "expected"),
+    [
+        pytest.param({"region": "us-west1", "options": {"limit": 42}, "confirm": False, "query": "q"},
+                     {"Region": "us-west1", "Limit": "42", "Confirm": "false"}, id="all-kinds"),
+        pytest.param({"region": None, "options": {"limit": None}}, {}, id="null-omitted"),
+        pytest.param({"query": "q"}, {}, id="absent-omitted"),
+        pytest.param({"region": ""}, {"Region": ""}, id="empty-string-mirrored"),
+        pytest.param({"region": {"nested": 1}}, {}, id="unrenderable-omitted"),
+    ],
+)
+def test_mirrored_params(arguments: dict[str, Any], expected: dict[str, str]) -> None:
+    """A client mirrors each annotated, present, non-null argument as text; what it mirrors
+    (base64-wrapped by the transport when unsafe) passes the server-side check."""
+    assert mirrored_params(SCHEMA, arguments) == expected
+    headers = {f"mcp-param-{name.lower()}": header_value(text) for name, text in expected.items()}
+    check_param_headers(headers, SCHEMA, arguments)
+
+
+def test_mirrored_params_unsafe_values_round_trip() -> None:
+    """Non-ASCII, edge whitespace and control characters travel base64-wrapped and decode back."""
+    for value in ("Hello, 世界", " padded ", "line1\r\nline2", "\tindented", "us west 1"):
+        text = mirrored_params(SCHEMA, {"region": value})["Region"]
+        check_param_headers({"mcp-param-region": header_value(text)}, SCHEMA, {"region": value})
+
+
+def test_mirrored_params_needs_valid_annotations() -> None:
+    """A schema with an invalid annotation mirrors nothing (its tool is excluded anyway)."""
+    assert mirrored_params(obj(region=prop("number", "Region")), {"region": 1}) == {}
 
 
 # =========================================================================== mrtr.py

@@ -23,6 +23,8 @@ CASES: list[tuple[str, Outcome, list[str], bool, tuple[str, ...], Any]] = [
     ("missing capability is modern", Refused(-32021, "needs sampling"), [V], False, (V,), Modern(V, None)),
     ("unsupported version, mutual untried", Refused(-32022, UNSUPPORTED, {"supported": [NEXT, "1999"]}),
      [V], False, (V, NEXT), Retry(NEXT)),
+    ("ours listed but refused: retried once", Refused(-32022, UNSUPPORTED, {"supported": [V]}),
+     [V], False, (V,), Retry(V)),
     ("unsupported version, modernOnly retries too", Refused(-32022, UNSUPPORTED, {"supported": [NEXT]}),
      [V], True, (V, NEXT), Retry(NEXT)),
 ]
@@ -46,7 +48,7 @@ FAILURES: list[tuple[str, Outcome, list[str], tuple[str, ...], str]] = [
     ("disjoint versions", Refused(-32022, UNSUPPORTED, {"supported": ["2099-01-01"], "requested": V}),
      [V], (V,), "upstream 'u' speaks the modern protocol era but none of our versions "
      f"(it supports: 2099-01-01; we speak: {V})"),
-    ("ours listed but refused", Refused(-32022, UNSUPPORTED, {"supported": [V]}), [V], (V,),
+    ("ours listed but refused twice", Refused(-32022, UNSUPPORTED, {"supported": [V]}), [V, V], (V,),
      f"upstream 'u' speaks the modern protocol era but none of our versions (it supports: {V}; "
      f"we speak: {V})"),
     ("no data", Refused(-32022, UNSUPPORTED), [V], (V,),
@@ -93,4 +95,5 @@ def test_unsupported_version_without_a_mutual_one_fails(outcome: Outcome, tried:
 def test_the_default_versions_are_ours() -> None:
     """Without `ours`, the decision uses the gateway's modern versions (2026-07-28)."""
     assert decide("u", Answered(DISCOVER), tried=[V]) == Modern(V, DISCOVER)
-    assert isinstance(decide("u", Refused(-32022, UNSUPPORTED, {"supported": [V]}), tried=[V]), Fail)
+    assert isinstance(decide("u", Refused(-32022, UNSUPPORTED, {"supported": ["2099-01-01"]}), tried=[V]),
+                      Fail)

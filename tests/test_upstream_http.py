@@ -302,6 +302,7 @@ class LegacyServer:
         self.gets = 0
         self.polled: Any = None
         self.poll = False  # answer tools/call only on the resumed stream (2025-11-25 polling)
+        self.poll_retry_ms = 10  # the `retry:` that stream asks before it is resumed
 
     async def __call__(self, hit: Seen) -> Reply:
         body = hit.body or {}
@@ -335,7 +336,7 @@ class LegacyServer:
             return json_reply({"jsonrpc": "2.0", "id": body["id"], "result": {"tools": [tool]}})
         if method == "tools/call" and self.poll:
             self.polled = body["id"]
-            return Reply(events=[b"id: p1\ndata:\n\nretry: 10\n\n"], finish=True)
+            return Reply(events=[b"id: p1\ndata:\n\nretry: %d\n\n" % self.poll_retry_ms], finish=True)
         if method == "tools/call" and self.call_status != 200:
             return Reply(self.call_status, [("content-type", "text/plain")], b"boom")
         return json_reply({"jsonrpc": "2.0", "id": body["id"],
@@ -466,6 +467,63 @@ async def test_an_answer_over_the_cap_fails_only_its_request(tmp_path: Path) -> 
     assert error["id"] == 9 and "over 1000 bytes" in error["error"]["message"]
 
 
+async def test_an_error_status_keeps_the_json_rpc_error_data(tmp_path: Path) -> None:
+    """A modern server refuses a version with HTTP 400 and -32022 whose `data.supported` the
+    retry needs: the error answer keeps the code, the data and the server's message."""
+    refusal = {"code": -32022, "message": "Unsupported protocol version",
+               "data": {"supported": ["2026-07-28"], "requested": "2026-07-28"}}
+
+    async def handler(hit: Seen) -> Reply:
+        assert hit.body is not None
+        body = json.dumps({"jsonrpc": "2.0", "id": hit.body["id"], "error": refusal}).encode()
+        return Reply(400, [("content-type", "application/json")], body)
+
+    with trio.fail_after(10):
+        async with fake_server(handler) as (url, _):
+            spec = UpstreamSpec(id="m", transport="http", url=url)
+            async with HttpTransport(spec, context(tmp_path, {})).connect() as stream:
+                await stream.send(modern_request(4, "server/discover", {}))
+                answer = await stream.receive()
+    assert isinstance(answer, bytes)
+    error = json.loads(answer)["error"]
+    assert error["code"] == -32022 and error["data"] == refusal["data"]
+    assert error["message"] == "upstream 'm' answered HTTP 400 Bad Request: Unsupported protocol version"
+
+
+async def test_a_modern_tools_call_mirrors_its_annotated_arguments(tmp_path: Path) -> None:
+    """After a modern tools/list, a tools/call of a tool whose inputSchema has `x-mcp-header`
+    annotations carries one Mcp-Param header per present, non-null argument (base64 when unsafe);
+    a tool the list did not describe gets none."""
+    schema = {"type": "object", "properties": {
+        "region": {"type": "string", "x-mcp-header": "Region"},
+        "priority": {"type": "integer", "x-mcp-header": "Priority"},
+        "verbose": {"type": "boolean", "x-mcp-header": "Verbose"},
+        "query": {"type": "string"}}}
+
+    async def handler(hit: Seen) -> Reply:
+        assert hit.body is not None
+        if hit.body["method"] == "tools/list":
+            result: dict[str, Any] = {"tools": [{"name": "t", "inputSchema": schema}]}
+        else:
+            result = {"content": []}
+        return json_reply({"jsonrpc": "2.0", "id": hit.body["id"], "result": result})
+
+    arguments = {"region": "Hello, 世界", "priority": 42, "verbose": None, "query": "q"}
+    with trio.fail_after(10):
+        async with fake_server(handler) as (url, seen):
+            spec = UpstreamSpec(id="m", transport="http", url=url)
+            async with HttpTransport(spec, context(tmp_path, {})).connect() as stream:
+                await stream.send(modern_request(1, "tools/list", {}))
+                await stream.receive()
+                await stream.send(modern_request(2, "tools/call", {"name": "t", "arguments": arguments}))
+                await stream.receive()
+                await stream.send(modern_request(3, "tools/call", {"name": "other", "arguments": arguments}))
+                await stream.receive()
+    mirrored = [{k: v for k, v in hit.headers.items() if k.startswith("mcp-param-")} for hit in seen]
+    region = "=?base64?SGVsbG8sIOS4lueVjA==?="
+    assert mirrored == [{}, {"mcp-param-region": region, "mcp-param-priority": "42"}, {}]
+
+
 async def test_a_request_stream_closed_early_is_resumed_for_its_answer(tmp_path: Path) -> None:
     """A legacy server that closes a request's stream after priming it answers on the stream
     resumed with GET and `Last-Event-ID`; the call gets that answer."""
@@ -477,6 +535,20 @@ async def test_a_request_stream_closed_early_is_resumed_for_its_answer(tmp_path:
     assert result["content"][0]["text"] == "late"
     resumed = [h for h in seen if h.method == "GET" and h.headers.get("last-event-id") == "p1"]
     assert len(resumed) == 1 and resumed[0].headers["mcp-session-id"] == "s1"
+
+
+async def test_a_request_stream_is_resumed_after_its_retry_field(tmp_path: Path) -> None:
+    """The resume waits the `retry:` the closed request stream asked (2025-11-25: a MUST), not
+    the default pause."""
+    server = LegacyServer()
+    server.poll, server.poll_retry_ms = True, 700
+    with trio.fail_after(20):
+        async with fake_server(server) as (url, _), supervised(tmp_path, url) as supervisor:
+            started = trio.current_time()
+            result = await call_tool(supervisor, "f", "echo", {})
+            waited = trio.current_time() - started
+    assert result["content"][0]["text"] == "late"
+    assert waited >= 0.7
 
 
 async def test_an_unreachable_server_is_a_clear_restartable_failure(tmp_path: Path) -> None:

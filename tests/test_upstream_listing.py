@@ -1,5 +1,6 @@
 """Following an upstream's list pages (`upstream.listing.list_all`): hostile pages are bounded,
-items without the field that names them are dropped."""
+items without the field that names them are dropped, and tools whose inputSchema has an invalid
+`x-mcp-header` annotation are excluded (SEP-2243)."""
 
 from __future__ import annotations
 
@@ -72,3 +73,25 @@ def test_a_list_changed_names_its_kinds() -> None:
     assert changed_kinds("notifications/tools/list_changed") == (TOOLS,)
     assert changed_kinds("notifications/resources/list_changed") == (RESOURCES, TEMPLATES)
     assert changed_kinds("notifications/message") == ()
+
+
+def schema(**properties: Any) -> dict[str, Any]:
+    return {"type": "object", "properties": properties}
+
+
+def test_a_tool_with_an_invalid_header_annotation_is_excluded() -> None:
+    """Invalid annotations (a number, an empty name, a duplicate) drop the tool, on every page;
+    valid, absent or unannotated schemas keep theirs. Other kinds are not looked at."""
+    good = {"name": "good", "inputSchema": schema(region={"type": "string", "x-mcp-header": "Region"})}
+    plain = {"name": "plain", "inputSchema": schema(q={"type": "string"})}
+    bare = {"name": "bare"}
+    number = {"name": "number", "inputSchema": schema(n={"type": "number", "x-mcp-header": "N"})}
+    empty = {"name": "empty", "inputSchema": schema(v={"type": "string", "x-mcp-header": ""})}
+    twice = {"name": "twice", "inputSchema": schema(a={"type": "string", "x-mcp-header": "X"},
+                                                    b={"type": "string", "x-mcp-header": "x"})}
+    upstream = Pages({"": {"tools": [good, number, plain], "nextCursor": "2"},
+                      "2": {"tools": [empty, bare, twice]}})
+    assert run(TOOLS, upstream) == (good, plain, bare)
+    assert upstream.asked == [{}, {"cursor": "2"}]
+    odd_prompt = {"name": "p", "inputSchema": number["inputSchema"]}
+    assert run(PROMPTS, Pages({"": {"prompts": [odd_prompt]}})) == (odd_prompt,)

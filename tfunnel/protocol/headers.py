@@ -8,8 +8,9 @@ executor trusting the body would act on different requests.
 
 This module owns the value codec (`decode_value`), the standard header check
 (`check_modern_headers`), and the `x-mcp-header` schema rules (`param_headers`,
-`check_param_headers`). Headers come as a mapping of lower-cased names to latin-1 decoded values.
-Every check raises only `ProtocolError(HEADER_MISMATCH, ...)`; anything else is a bug.
+`check_param_headers`, and `mirrored_params` for a client). Headers come as a mapping of
+lower-cased names to latin-1 decoded values. Every check raises only
+`ProtocolError(HEADER_MISMATCH, ...)`; anything else is a bug.
 """
 
 from __future__ import annotations
@@ -124,6 +125,18 @@ def param_headers(input_schema: Mapping[str, Any]) -> dict[str, ParamHeader] | N
             return None
         found[name.lower()] = ParamHeader(name, path, kind)
     return found
+
+
+def mirrored_params(input_schema: Mapping[str, Any], arguments: Mapping[str, Any]) -> dict[str, str]:
+    """What a client mirrors for a tools/call: `{x-mcp-header name: value text}` for each
+    annotated argument that is present and not null (the text before any base64 wrapping). A
+    schema with invalid annotations mirrors nothing (a conforming client does not call it)."""
+    mirrored: dict[str, str] = {}
+    for spec in (param_headers(input_schema) or {}).values():
+        text = _render(_at(arguments, spec.path))
+        if text is not None:
+            mirrored[spec.name] = text
+    return mirrored
 
 
 def check_param_headers(headers: Mapping[str, str], input_schema: Mapping[str, Any],

@@ -1,10 +1,11 @@
 """Which era an upstream speaks, decided from its answer to the `server/discover` probe (pure).
 
 PROTOCOL.md §3.5: a DiscoverResult offering our version, or a recognised modern error, means a
-modern server: retry a mutual version after -32022, never fall back. Anything else (another error,
-a result that is not a DiscoverResult for our version, silence) means a legacy server, so the
-caller sends `initialize` — unless the upstream is `modernOnly`, which turns the fallback into a
-failure naming what the upstream answered. The fallback never keys on one error code: legacy
+modern server: retry a mutual version after -32022 (the first one probed too, once, when the
+error lists it), never fall back. Anything else (another error, a result that is not a
+DiscoverResult for our version, silence) means a legacy server, so the caller sends
+`initialize` — unless the upstream is `modernOnly`, which turns the fallback into a failure
+naming what the upstream answered. The fallback never keys on one error code: legacy
 servers answer -32601, -32602, or nothing.
 """
 
@@ -101,6 +102,10 @@ def decide(upstream_id: str, outcome: Outcome, *, tried: Sequence[str], modern_o
             untried = _newest_untried(ours, supported, tried)
             if untried is not None:
                 return Retry(untried)
+            if probed in supported and len(tried) == 1:
+                # Our first probe was refused at a version the error lists: that is still the
+                # mutual version it tells us to choose and retry (once; another refusal fails).
+                return Retry(probed)
             return Fail(f"upstream {upstream_id!r} speaks the modern protocol era but none of our "
                         f"versions (it supports: {', '.join(supported) or 'none named'}; we speak: "
                         f"{', '.join(ours)})")

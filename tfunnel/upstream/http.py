@@ -12,8 +12,10 @@ has none). A 404 on a request carrying the session means the session is gone: th
 the supervisor re-initializes. Closing DELETEs the session (bounded, best effort).
 
 Modern requests (their `_meta` names the protocol version) carry `MCP-Protocol-Version`,
-`Mcp-Method` and `Mcp-Name`; no session. Their cancel is closing the response stream: a
-`notifications/cancelled` for an in-flight modern request cancels that POST and is not sent.
+`Mcp-Method` and `Mcp-Name`, and a tools/call one `Mcp-Param-{Name}` per argument its tool's
+`x-mcp-header` annotations name (the schema as a modern tools/list answered it); no session.
+Their cancel is closing the response stream: a `notifications/cancelled` for an in-flight
+modern request cancels that POST and is not sent.
 
 Errors: nothing is sent before the handshake's first message, so `connect()` only refuses bad
 headers; a request that cannot reach the server (refused, DNS, TLS) or whose connection breaks
@@ -38,6 +40,7 @@ from tfunnel.config.expose import UpstreamSpec
 from tfunnel.errors import UpstreamError
 from tfunnel.protocol import jsonrpc
 from tfunnel.protocol.eras import PROTOCOL_VERSION_META
+from tfunnel.protocol.headers import mirrored_params
 from tfunnel.upstream.http_sse import SseDecoder
 from tfunnel.upstream.remote import display_url, expand_headers
 from tfunnel.upstream.states import Context
@@ -97,6 +100,10 @@ class HttpStream:
         self.session_id: str | None = None
         self.protocol_version: str | None = None  # negotiated by a legacy initialize
         self._modern: dict[jsonrpc.RequestId, trio.CancelScope] = {}
+        # Modern tools/list requests in flight, and what their answers taught: each tool's
+        # inputSchema, whose `x-mcp-header` arguments a tools/call mirrors into Mcp-Param-*.
+        self._listing: set[jsonrpc.RequestId] = set()
+        self._schemas: dict[str, Mapping[str, Any]] = {}
         self._listening = False
         self._modern_only = False  # the last request was modern, and no legacy session exists
 
@@ -149,6 +156,8 @@ class HttpStream:
             scope = trio.CancelScope()
             if modern is not None:
                 self._modern[parsed["id"]] = scope
+                if method == "tools/list":
+                    self._listing.add(parsed["id"])
             self._modern_only = modern is not None and self.protocol_version is None
             self._nursery.start_soon(self._request, parsed, body, modern, scope)
             return
@@ -175,6 +184,11 @@ class HttpStream:
         name = params.get(_MCP_NAME_PARAM.get(method, "")) if isinstance(params, Mapping) else None
         if isinstance(name, str):
             headers["Mcp-Name"] = header_value(name)
+        arguments = params.get("arguments") if isinstance(params, Mapping) else None
+        if method == "tools/call" and isinstance(name, str) and isinstance(arguments, Mapping):
+            schema = self._schemas.get(name)
+            for param, text in (mirrored_params(schema, arguments) if schema else {}).items():
+                headers[f"Mcp-Param-{param}"] = header_value(text)
         return headers
 
     def _session_headers(self) -> dict[str, str]:
@@ -199,6 +213,7 @@ class HttpStream:
             self.end(_why(exc))
         finally:
             self._modern.pop(request_id, None)
+            self._listing.discard(request_id)
 
     async def _answer(self, response: httpx2.Response, request_id: jsonrpc.RequestId, initialize: bool,
                       carried_session: bool) -> None:
@@ -247,10 +262,11 @@ class HttpStream:
         return answered
 
     async def _resume(self, request_id: jsonrpc.RequestId, decoder: SseDecoder) -> bool | None:
-        """Reopen a request's stream with GET and `Last-Event-ID` until its answer comes (bounded)."""
-        pause = GET_RETRY_S
-        for _ in range(GET_RETRIES):
-            await trio.sleep(pause)
+        """Reopen a request's stream with GET and `Last-Event-ID` until its answer comes (bounded),
+        after the stream's last `retry:` (capped), else a doubling pause."""
+        for attempt in range(GET_RETRIES):
+            hint = decoder.retry_ms
+            await trio.sleep(GET_RETRY_S * 2 ** attempt if hint is None else min(hint / 1000, MAX_RETRY_S))
             assert decoder.last_id is not None
             headers = {**self._headers, "Accept": "text/event-stream", **self._session_headers(),
                        "Last-Event-ID": decoder.last_id}
@@ -260,7 +276,6 @@ class HttpStream:
                 answered = await self._events(response, decoder, request_id)
                 if answered is not False:
                     return answered
-            pause *= 2
         return False
 
     def _answers(self, data: bytes, request_id: jsonrpc.RequestId, initialize: bool) -> bool:
@@ -274,6 +289,11 @@ class HttpStream:
         result = message.get("result")
         if initialize and isinstance(result, dict) and isinstance(result.get("protocolVersion"), str):
             self.protocol_version = result["protocolVersion"]
+        if request_id in self._listing and isinstance(result, dict) and isinstance(result.get("tools"), list):
+            for tool in result["tools"]:
+                if isinstance(tool, dict) and isinstance(tool.get("name"), str) \
+                        and isinstance(tool.get("inputSchema"), dict):
+                    self._schemas[tool["name"]] = tool["inputSchema"]
         return True
 
     async def _read(self, response: httpx2.Response) -> bytes | None:
@@ -285,13 +305,15 @@ class HttpStream:
                 return None
         return bytes(data)
 
-    def _error(self, request_id: jsonrpc.RequestId, what: str, code: int = jsonrpc.INTERNAL_ERROR) -> bytes:
-        return jsonrpc.encode(jsonrpc.error_message(request_id, code, f"upstream {self._id!r} {what}"))
+    def _error(self, request_id: jsonrpc.RequestId, what: str, code: int = jsonrpc.INTERNAL_ERROR,
+               data: Any = None) -> bytes:
+        return jsonrpc.encode(jsonrpc.error_message(request_id, code, f"upstream {self._id!r} {what}", data))
 
     def _status_error(self, request_id: jsonrpc.RequestId, status: int, body: bytes | None) -> bytes:
-        """The error answer for an HTTP error status: the body's JSON-RPC error code and message
-        when it has one (era decisions key on the code), always naming the status."""
-        code, detail = jsonrpc.INTERNAL_ERROR, ""
+        """The error answer for an HTTP error status: the body's JSON-RPC error code, message and
+        data when it has one (era decisions key on the code, and a -32022 retry on
+        `data.supported`), always naming the status."""
+        code, detail, data = jsonrpc.INTERNAL_ERROR, "", None
         try:
             error = json.loads(body or b"").get("error")
         except (ValueError, AttributeError):
@@ -300,8 +322,9 @@ class HttpStream:
             if isinstance(error.get("code"), int) and not isinstance(error.get("code"), bool):
                 code = error["code"]
             detail = f": {error.get('message', '')}"
+            data = error.get("data")
         phrase = httpx2.codes.get_reason_phrase(status)
-        return self._error(request_id, f"answered HTTP {status} {phrase}{detail}".rstrip(), code)
+        return self._error(request_id, f"answered HTTP {status} {phrase}{detail}".rstrip(), code, data)
 
     async def _deliver(self, data: bytes) -> None:
         # Once the stream ended nobody reads any more: what arrives after is dropped.

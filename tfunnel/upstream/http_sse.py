@@ -39,6 +39,7 @@ class SseDecoder:
         self._retry: int | None = None
         self._oversize = False
         self.last_id: str | None = None
+        self.retry_ms: int | None = None  # the last `retry:` seen on the stream (kept, like last_id)
 
     def feed(self, chunk: bytes) -> list[SseEvent]:
         if self._skip_lf and chunk.startswith(b"\n"):
@@ -87,7 +88,7 @@ class SseDecoder:
         elif name == "id" and "\0" not in value:
             self.last_id = value
         elif name == "retry" and value.isdigit():
-            self._retry = int(value)
+            self._retry = self.retry_ms = int(value)
         return None
 
     def _dispatch(self) -> SseEvent | None:

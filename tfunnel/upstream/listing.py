@@ -3,7 +3,8 @@
 One table (`KINDS`) says, for each kind, the list method, the result key, the capability that
 declares it, the notification that says it changed, and the field that identifies an item; one
 function (`list_all`) follows the pages. An item without its identifying string is dropped (the
-surface names items by it).
+surface names items by it), and so is a tool whose inputSchema has an invalid `x-mcp-header`
+annotation (SEP-2243: a client MUST exclude it, since no request to it could mirror its headers).
 """
 
 from __future__ import annotations
@@ -11,6 +12,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
+
+import structlog
+
+from tfunnel.protocol.headers import param_headers
+
+log = structlog.get_logger("tfunnel.upstream")
 
 # Pages followed before we stop trusting nextCursor, and items kept per kind: an upstream that
 # pages forever, or lists a million resources, costs a bounded listing.
@@ -67,7 +74,18 @@ async def list_all(session: Requester, kind: Kind, timeout_s: float) -> Items:
             items += [item for item in found
                       if isinstance(item, dict) and isinstance(item.get(kind.ident), str)
                       and item[kind.ident]]
+        if kind is TOOLS:
+            items = [item for item in items if _mirrorable(item)]
         cursor = page.get("nextCursor")
         if len(items) >= MAX_ITEMS or not isinstance(cursor, str) or not cursor:
             break
     return tuple(items[:MAX_ITEMS])
+
+
+def _mirrorable(tool: dict[str, Any]) -> bool:
+    schema = tool.get("inputSchema")
+    if not isinstance(schema, Mapping) or param_headers(schema) is not None:
+        return True
+    log.warning("upstream tool dropped: invalid x-mcp-header annotation in its inputSchema",
+                tool=tool["name"])
+    return False
