@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import resource
 import signal
-from collections.abc import AsyncIterator, Callable, Collection, Mapping
+from collections.abc import AsyncIterator, Callable, Collection, Iterable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -25,6 +25,8 @@ from tfunnel.gate.manifest import HOOK_STATE_FILE, MANIFEST_FILE
 from tfunnel.home.check import runtime as runtime_checks
 from tfunnel.home.files import HomeReading, read_home
 from tfunnel.home.live import Live
+from tfunnel.manage.builtins import Management
+from tfunnel.manage.plans import Env
 from tfunnel.observe.audit import CONFIG_FILE as LOG_CONFIG_FILE
 from tfunnel.observe.audit import AuditLog
 from tfunnel.observe.observer import Observer
@@ -97,14 +99,26 @@ def build(home: Path, environ: Mapping[str, str] | None = None, observer: Observ
     gate = HookEngine(home, lambda: live.hooks, lambda: live.settings.gate.ask_fallback, audit, env,
                       observer, slots)
     runner = LocalRunner(home, settings.limits, environ, slots)
+    # The management tools apply what they write at once (the watcher would, a poll later).
+    appliers: dict[str, Callable[[], object]] = {}
+
+    def apply(files: Iterable[str]) -> None:
+        for file in files:
+            if file in appliers:
+                appliers[file]()
+
+    management = Management(Env(home, lambda: live.settings, lambda: live.catalog, supervisor.statistics),
+                            audit, apply)
     # A call without a client (the CLI's) is asked nothing: an upstream's questions are declined.
     surface = Surface(lambda: live.catalog, lambda: gate, runner, supervisor, audit, observer,
-                      default_channel=LegacyChannel({}, None, {}))
+                      default_channel=LegacyChannel({}, None, {}), builtins=management)
     reads = Reads(lambda: live.catalog, lambda: gate, supervisor, audit, notices)
     router = Router(lambda: live.settings, surface, gate, audit, reads=reads,
                     tools_changed=live.tools_changed, notices=notices, resources=lambda: live.catalog,
                     instructions=lambda: server_instructions(supervisor, live.settings))
-    return Gateway(home, live, audit, gate, supervisor, surface, router, read_as)
+    gateway = Gateway(home, live, audit, gate, supervisor, surface, router, read_as)
+    appliers.update(live_appliers(gateway))
+    return gateway
 
 
 def server_instructions(supervisor: Supervisor, settings: Settings) -> str:
@@ -129,16 +143,9 @@ def _log_runtime_checks(start: HomeReading, env: Mapping[str, str]) -> None:
         report("config check", problem=str(finding))
 
 
-def watched_files(gateway: Gateway) -> dict[Path, Callable[[], object]]:
-    """Every file that is applied live, and what to do when it changes."""
+def live_appliers(gateway: Gateway) -> dict[str, Callable[[], object]]:
+    """Every file that is applied live (by its name in the home), and what re-reads and applies it."""
     live, audit = gateway.live, gateway.audit
-
-    def changed(file: str, apply: Callable[[], object]) -> Callable[[], object]:
-        def on_change() -> object:
-            applied = apply()
-            audit.record("config", file=file, via="reload", applied=applied not in (False, None))
-            return applied
-        return on_change
 
     def reload_expose() -> object:
         expose = live.reload_expose()
@@ -152,16 +159,30 @@ def watched_files(gateway: Gateway) -> dict[Path, Callable[[], object]]:
             audit.apply(config)
         return config
 
-    # Each callback re-reads its file by the one rule (`LiveFiles.reread`): the watcher also calls
-    # it when the file is removed, and SIGHUP calls all of them.
+    # Each callback re-reads its file by the one rule (`LiveFiles.reread`).
     return {
-        live.home / REGISTER_FILE: changed(REGISTER_FILE, live.reload_register),
-        live.home / STATE_FILE: changed(STATE_FILE, live.reload_state),
-        live.home / MANIFEST_FILE: changed(MANIFEST_FILE, live.reload_hook_manifest),
-        live.home / HOOK_STATE_FILE: changed(HOOK_STATE_FILE, live.reload_hook_state),
-        live.home / LOG_CONFIG_FILE: changed(LOG_CONFIG_FILE, reload_log_config),
-        live.home / EXPOSE_FILE: changed(EXPOSE_FILE, reload_expose),
+        REGISTER_FILE: live.reload_register,
+        STATE_FILE: live.reload_state,
+        MANIFEST_FILE: live.reload_hook_manifest,
+        HOOK_STATE_FILE: live.reload_hook_state,
+        LOG_CONFIG_FILE: reload_log_config,
+        EXPOSE_FILE: reload_expose,
     }
+
+
+def watched_files(gateway: Gateway) -> dict[Path, Callable[[], object]]:
+    """Every file that is applied live, and what to do when it changes (re-read and apply it, and
+    audit the reload). The watcher also calls it when the file is removed, and SIGHUP calls all."""
+    audit = gateway.audit
+
+    def changed(file: str, apply: Callable[[], object]) -> Callable[[], object]:
+        def on_change() -> object:
+            applied = apply()
+            audit.record("config", file=file, via="reload", applied=applied not in (False, None))
+            return applied
+        return on_change
+
+    return {gateway.home / file: changed(file, apply) for file, apply in live_appliers(gateway).items()}
 
 
 @asynccontextmanager

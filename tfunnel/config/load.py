@@ -17,6 +17,7 @@ from typing import Any
 
 from tfunnel.config.files import ConfigFile, load, read_config
 from tfunnel.config.model import (
+    BUILTIN_TOOL_NAMES,
     META_TOOL_NAMES,
     RESERVED_STATE_KEYS,
     GateSettings,
@@ -41,7 +42,7 @@ SCRIPTS_DIR = "tools/scripts"
 MAX_INSTRUCTIONS_CHARS = 100_000
 SETTINGS_KEYS = ("serverName", "serverVersion", "clientName", "clientVersion", "httpPort", "uiPort",
                  "serveLegacy", "upstreamInstructionsMaxChars", "requires", "gate", "limits")
-GATE_KEYS = ("askFallback",)
+GATE_KEYS = ("askFallback", "confirmManagement")
 LIMITS_KEYS = ("maxMessageBytes", "toolTimeoutS", "toolOutputBytes", "shutdownGraceS", "upstreamStartS",
                "maxToolProcesses", "bodyReadTimeoutS", "idleTimeoutS", "maxHttpRequests", "maxSessions",
                "writeTimeoutS")
@@ -49,7 +50,7 @@ REQUIRES_KEYS = ("command", "versionArg", "min", "why")
 REGISTER_KEYS = ("version", "description", "tools")
 ENTRY_KEYS = ("id", "name", "summary", "category", "instructions", "inputSchema", "mode", "invoke",
               "timeoutS", "path", "covers")
-INVOKE_KEYS = ("type", "path", "command")
+INVOKE_KEYS = ("type", "path", "command", "name")
 VISIBILITY_KEYS = ("enabled", "hidden", "hot")
 
 
@@ -89,6 +90,7 @@ def _settings(home: Path, raw: dict[str, Any], f: Fields) -> Settings:
         max_sessions=f.integer(limits_raw, "maxSessions", "limits", 1, 1 << 16, lim.max_sessions),
     )
     ask = f.choice(gate_raw, "askFallback", "gate", ("deny", "allow"), "deny")
+    confirm = f.choice(gate_raw, "confirmManagement", "gate", ("loosening", "all", "none"), "loosening")
     requires = f.array(raw, "requires", "requirement objects")
     for index, requirement in enumerate(requires):
         if isinstance(requirement, dict):
@@ -106,7 +108,9 @@ def _settings(home: Path, raw: dict[str, Any], f: Fields) -> Settings:
                                                   MAX_INSTRUCTIONS_CHARS,
                                                   defaults.upstream_instructions_max_chars),
         requires=tuple(r for r in requires if isinstance(r, dict)),
-        gate=GateSettings(ask_fallback="allow" if ask == "allow" else "deny"),
+        gate=GateSettings(ask_fallback="allow" if ask == "allow" else "deny",
+                          confirm_management="all" if confirm == "all" else "none" if confirm == "none"
+                          else "loosening"),
         limits=limits,
         raw=raw,
     )
@@ -200,19 +204,25 @@ def _invoke(item: dict[str, Any], label: str, f: Fields) -> Invoke | None:
         return None
     raw = item["invoke"]
     if not isinstance(raw, dict):
-        f.problem('must be {"type": "script", "path": ...} or {"type": "shell", "command": ...}',
-                  label, "invoke")
+        f.problem('must be {"type": "script", "path": ...}, {"type": "shell", "command": ...} or '
+                  '{"type": "builtin", "name": ...}', label, "invoke")
         return None
     f.known(raw, label, INVOKE_KEYS, prefix="invoke.")
-    kind = f.choice(raw, "type", label, ("script", "shell"), "", field="invoke.type")
+    kind = f.choice(raw, "type", label, ("script", "shell", "builtin"), "", field="invoke.type")
     if kind == "script":
         return Invoke("script", f.string(raw, "path", label, required=True, non_empty=True,
                                          field="invoke.path"))
     if kind == "shell":
         return Invoke("shell", f.string(raw, "command", label, required=True, non_empty=True,
                                         field="invoke.command"))
+    if kind == "builtin":
+        name = f.string(raw, "name", label, required=True, non_empty=True, field="invoke.name")
+        if name and name not in BUILTIN_TOOL_NAMES:
+            f.problem(f"is not a management tool of this version (known: {', '.join(BUILTIN_TOOL_NAMES)})",
+                      label, "invoke.name")
+        return Invoke("builtin", name)
     if "type" not in raw:
-        f.problem('is required ("script" or "shell")', label, "invoke.type")
+        f.problem('is required ("script", "shell" or "builtin")', label, "invoke.type")
     return None
 
 

@@ -14,6 +14,10 @@ META_TOOL_NAMES = (
     "toolfunnel_run_tool",
     "toolfunnel_howto",
 )
+# The management tools (`invoke: {"type": "builtin", "name": ...}`), run in-process by
+# `tfunnel.manage` (which defines them; a test keeps the two lists equal).
+BUILTIN_TOOL_NAMES = ("tf_list", "tf_tool_add", "tf_tool_set", "tf_tool_update", "tf_mcp_add", "tf_mcp_set",
+                      "tf_expose", "tf_hook_add", "tf_hook_set", "tf_log", "tf_settings")
 RESERVED_STATE_KEYS = frozenset({"passthrough"})
 # State keys (and PreToolUse tool names) of the upstreams' prompts and resources.
 PROMPT_PREFIX = "prompt:"
@@ -47,9 +51,14 @@ class Limits:
     max_sessions: int = 256
 
 
+# What a management tool asks the user to confirm first (`gate.confirmManagement`).
+ConfirmManagement = Literal["loosening", "all", "none"]
+
+
 @dataclass(frozen=True)
 class GateSettings:
     ask_fallback: Literal["deny", "allow"] = "deny"
+    confirm_management: ConfirmManagement = "loosening"
 
 
 @dataclass(frozen=True)
@@ -74,8 +83,10 @@ class Settings:
 
 @dataclass(frozen=True)
 class Invoke:
-    type: Literal["script", "shell"]
-    target: str  # the script path for "script", the command line for "shell"
+    type: Literal["script", "shell", "builtin"]
+    # The script path for "script", the command line for "shell", the management operation's
+    # name for "builtin" (run in-process: `tfunnel.manage`).
+    target: str
 
 
 @dataclass(frozen=True)

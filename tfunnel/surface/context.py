@@ -10,7 +10,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from tfunnel.config.model import ToolEntry
+from tfunnel.errors import ToolFailure
 from tfunnel.gate.gated import AskUser, NeedsInput
+from tfunnel.protocol.results import ToolResult
 from tfunnel.upstream.call import CallChannel, UpstreamCall
 
 
@@ -26,6 +29,23 @@ class SupervisedUpstreams(Upstreams, Protocol):
 
     async def wait_ready(self, upstream_id: str) -> str | None:
         """Wait (bounded) while `upstream_id` comes up; None once ready, else why it is not."""
+
+
+class Builtins(Protocol):
+    """The management tools (`invoke: {"type": "builtin"}`), run in-process (`tfunnel.manage`)."""
+
+    async def run(self, entry: ToolEntry, args: Mapping[str, Any], session_id: str,
+                  ask: AskUser | None) -> ToolResult | NeedsInput:
+        """Run `entry`'s operation; `ask` puts a confirmation to the caller's user (None: it cannot
+        be asked). A confirmation still to be answered (a modern client's round) is `NeedsInput`."""
+
+
+class NoBuiltins:
+    """Where no management operations are wired in (tests of other parts)."""
+
+    async def run(self, entry: ToolEntry, args: Mapping[str, Any], session_id: str,
+                  ask: AskUser | None) -> ToolResult | NeedsInput:
+        raise ToolFailure(f"{entry.id!r} is a management tool, which this gateway does not run")
 
 
 class ClientChannel(Protocol):

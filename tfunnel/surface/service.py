@@ -24,7 +24,14 @@ from tfunnel.protocol.jsonrpc import INVALID_PARAMS
 from tfunnel.protocol.results import ToolResult
 from tfunnel.surface import meta
 from tfunnel.surface.catalog import Catalog, local_input_schema
-from tfunnel.surface.context import CallContext, ClientChannel, Direct, SupervisedUpstreams
+from tfunnel.surface.context import (
+    Builtins,
+    CallContext,
+    ClientChannel,
+    Direct,
+    NoBuiltins,
+    SupervisedUpstreams,
+)
 from tfunnel.surface.upstream_tools import UpstreamTool
 from tfunnel.surface.validation import validate_args
 
@@ -40,7 +47,7 @@ Target = ToolEntry | UpstreamTool
 class Surface:
     def __init__(self, catalog: Callable[[], Catalog], gate: Callable[[], Gate], local: LocalTools,
                  upstreams: SupervisedUpstreams, audit: AuditLog, observer: Observer | None = None, *,
-                 default_channel: ClientChannel | None = None) -> None:
+                 default_channel: ClientChannel | None = None, builtins: Builtins | None = None) -> None:
         self._catalog = catalog
         self._gate = gate
         self._local = local
@@ -50,6 +57,7 @@ class Surface:
         self._observer: Observer = observer or NullObserver()
         # The channel of a call whose context brings none (the CLI's).
         self._default_channel: ClientChannel = default_channel or Direct()
+        self._builtins: Builtins = builtins or NoBuiltins()
 
     def list_tools(self) -> list[dict[str, Any]]:
         return self._catalog().top_level(meta.DEFINITIONS)
@@ -189,6 +197,9 @@ class Surface:
         async def execute(final_args: Mapping[str, Any]) -> Outcome:
             if final_args is not args:  # a hook rewrote the input: it must still fit the schema
                 validate_args(entry.id, entry.input_schema, final_args)
+            if entry.invoke is not None and entry.invoke.type == "builtin":
+                return await self._timed(entry.id, "management", ctx, final_args, self._builtins.run(
+                    entry, final_args, ctx.session_id, self._channel(ctx).ask_user))
             return await self._timed(entry.id, "gateway", ctx, final_args,
                                      self._local.run(entry, final_args))
 

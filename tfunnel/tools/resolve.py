@@ -85,4 +85,6 @@ def invoke_argv(home: Path, invoke: Invoke) -> list[str]:
     """The argv that runs `invoke`: a script through its interpreter, a shell line via /bin/sh."""
     if invoke.type == "shell":
         return ["/bin/sh", "-c", invoke.target]
+    if invoke.type == "builtin":  # never a process: the surface runs it in-process
+        raise ToolFailure(f"management tool {invoke.target!r} runs in-process, not as a child")
     return script_argv(resolve_script(home, invoke.target))

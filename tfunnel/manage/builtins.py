@@ -1,0 +1,190 @@
+"""The management tools (`tf_*`): their definitions, and the one runner that plans, confirms,
+writes and applies each call (`surface.context.Builtins`).
+
+A call runs in-process, after the gate (it is an ordinary register tool, gated like any other).
+Its arguments are checked against the schema here, whatever the register says. The operation
+plans (`manage.ops_*`: pure reads of the home), the user confirms when `manage.plans.question`
+says so (a legacy client through `elicitation/create`, a modern one with an `input_required`
+round, bound to the exact change; a client that cannot be asked is refused), and the change is
+written (`manage.edit.commit`, via "tf", by the calling session) and applied at once, so every
+client hears of it (`list_changed`) without waiting for the file watcher.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from tfunnel.config.model import BUILTIN_TOOL_NAMES, ToolEntry
+from tfunnel.errors import ToolFailure
+from tfunnel.gate.gated import AskUser, NeedsInput
+from tfunnel.manage import ops_hooks, ops_list, ops_mcp, ops_settings, ops_tools
+from tfunnel.manage.edit import commit
+from tfunnel.manage.plans import Env, Plan, question
+from tfunnel.observe.audit import AuditLog
+from tfunnel.protocol.results import ToolResult
+from tfunnel.surface.validation import validate_args
+
+_STR: dict[str, Any] = {"type": "string", "minLength": 1}
+_ID: dict[str, Any] = {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$", "maxLength": 128}
+_OBJ: dict[str, Any] = {"type": "object"}
+
+
+def _schema(properties: Mapping[str, Any], required: Iterable[str] = ()) -> dict[str, Any]:
+    return {"type": "object", "properties": dict(properties), "required": list(required),
+            "additionalProperties": False}
+
+
+_ENTRY = {"name": _STR, "summary": {"type": "string"}, "category": {"type": "string"},
+          "instructions": {"type": "string"}, "inputSchema": _OBJ,
+          "mode": {"enum": ["gateway", "reference"]},
+          "invoke": {"type": "object", "properties": {"type": {"enum": ["script", "shell"]},
+                                                      "path": _STR, "command": _STR}, "required": ["type"]},
+          "timeoutS": {"type": "number", "exclusiveMinimum": 0},
+          "scriptText": {"type": "string", "description": "The script's text, written to tools/scripts/."}}
+_UPSTREAM = {"id": _ID, "transport": {"enum": ["stdio", "http", "websocket"]}, "command": _STR,
+             "args": {"type": "array", "items": {"type": "string"}},
+             "env": {"type": "object", "additionalProperties": {"type": "string"}},
+             "cwd": {"type": "string"}, "url": _STR,
+             "headers": {"type": "object", "additionalProperties": {"type": "string"}},
+             "enabled": {"type": "boolean"}, "description": {"type": "string"},
+             "timeoutMs": {"type": "integer", "minimum": 1},
+             "requestTimeoutMs": {"type": "integer", "minimum": 1},
+             "legacyPin": {"type": "boolean"}, "modernOnly": {"type": "boolean"},
+             "allowOutsidePaths": {"type": "boolean"}, "allowCodeLoadingEnv": {"type": "boolean"},
+             "strictApproval": {"type": "boolean"}, "restart": _OBJ,
+             "expose": {"type": "array", "items": _schema(
+                 {"tool": _STR, "as": {"type": "string"}, "category": {"type": "string"},
+                  "enabled": {"type": "boolean"}}, ["tool"])}}
+
+
+@dataclass(frozen=True)
+class Builtin:
+    name: str
+    title: str
+    summary: str
+    input_schema: Mapping[str, Any]
+    plan: Callable[[Env, Mapping[str, Any]], Plan]
+
+
+BUILTINS: Mapping[str, Builtin] = {b.name: b for b in (
+    Builtin("tf_list", "List tools, upstreams, hooks, prompts or resources",
+            "What this gateway has, with live state: tools (visibility), mcps (state, pid, tools, last "
+            "error, exposed tools), hooks (enabled), prompts, resources.",
+            _schema({"kind": {"enum": ["tools", "mcps", "hooks", "prompts", "resources"]},
+                     "includeHidden": {"type": "boolean"}}, ["kind"]), ops_list.tf_list),
+    Builtin("tf_tool_add", "Add a register tool",
+            "Add a tool to the register (with its script, via scriptText); it is listed at once.",
+            _schema({"id": _ID, **_ENTRY}, ["id", "name"]), ops_tools.tool_add),
+    Builtin("tf_tool_set", "Change a tool's visibility, or remove it",
+            "enable | disable | hot | unhot | hide | unhide a tool by name; remove a register tool. "
+            "Re-enabling a tool an operator disabled needs the user's confirmation.",
+            _schema({"id": _STR, "action": {"enum": [*ops_tools.VISIBILITY_ACTIONS, "remove"]}},
+                    ["id", "action"]), ops_tools.tool_set),
+    Builtin("tf_tool_update", "Change a register tool",
+            "Patch a register tool's fields (null removes one) and/or rewrite its script (scriptText).",
+            _schema({"id": _ID, "patch": _schema({k: v for k, v in _ENTRY.items() if k != "scriptText"}),
+                     "scriptText": _ENTRY["scriptText"]}, ["id"]), ops_tools.tool_update),
+    Builtin("tf_mcp_add", "Attach an upstream MCP server",
+            "Add an upstream (stdio command, or a url for http/websocket) and optionally expose tools; "
+            "it starts at once. Opting out of the isolation guard needs the user's confirmation.",
+            _schema(_UPSTREAM, ["id"]), ops_mcp.mcp_add),
+    Builtin("tf_mcp_set", "Change an upstream",
+            "enable | disable | remove | reconnect | pin (legacy era) | unpin an upstream.",
+            _schema({"id": _ID,
+                     "action": {"enum": ["enable", "disable", "remove", "reconnect", "pin", "unpin"]}},
+                    ["id", "action"]), ops_mcp.mcp_set),
+    Builtin("tf_expose", "Expose an upstream tool",
+            "Put an upstream tool on the top level (curated-direct), optionally under another name.",
+            _schema({"upstream": _ID, "tool": _STR, "as": {"type": "string"}, "category": {"type": "string"},
+                     "enabled": {"type": "boolean"}}, ["upstream", "tool"]), ops_mcp.expose),
+    Builtin("tf_hook_add", "Add a policy hook",
+            "Add a hook (a command, or a script via scriptText in hooks/scripts/); enabled unless said.",
+            _schema({"id": _ID, "event": {"enum": ["PreToolUse", "PostToolUse", "SessionStart", "Stop",
+                                                     "UserPromptSubmit", "PreCompact"]},
+                     "matcher": {"type": "string"}, "command": _STR, "script": _STR,
+                     "timeout": {"type": "number", "exclusiveMinimum": 0}, "enabled": {"type": "boolean"},
+                     "description": {"type": "string"}, "failClosed": {"type": "boolean"},
+                     "scriptText": {"type": "string"}}, ["id", "event"]), ops_hooks.hook_add),
+    Builtin("tf_hook_set", "Enable, disable or remove a hook",
+            "Disabling or removing a hook that is on needs the user's confirmation.",
+            _schema({"id": _STR, "action": {"enum": ["enable", "disable", "remove"]}}, ["id", "action"]),
+            ops_hooks.hook_set),
+    Builtin("tf_log", "The audit log: on, off, status",
+            "enable | disable | status of the audit log. Turning it off needs the user's confirmation.",
+            _schema({"action": {"enum": ["enable", "disable", "status"]}, "path": _STR}, ["action"]),
+            ops_settings.log),
+    Builtin("tf_settings", "Gateway settings",
+            "Identity, ports, serveLegacy, the instructions cap and gate.* (askFallback, "
+            "confirmManagement). They apply after a restart; gate.* changes need the user's confirmation.",
+            _schema({"serverName": _STR, "serverVersion": _STR, "clientName": _STR, "clientVersion": _STR,
+                     "httpPort": {"type": "integer", "minimum": 1, "maximum": 65535},
+                     "uiPort": {"type": "integer", "minimum": 1, "maximum": 65535},
+                     "serveLegacy": {"type": "boolean"},
+                     "upstreamInstructionsMaxChars": {"type": "integer", "minimum": 0},
+                     "gate": _schema({"askFallback": {"enum": ["deny", "allow"]},
+                                      "confirmManagement": {"enum": ["loosening", "all", "none"]}})}),
+            ops_settings.settings),
+)}
+assert tuple(BUILTINS) == BUILTIN_TOOL_NAMES  # the register loader checks names against that list
+
+
+def register_entry(builtin: Builtin) -> dict[str, Any]:
+    """The register entry that ships a management tool (`conf/tools/tools.register.json`)."""
+    return {"id": builtin.name, "name": builtin.title, "summary": builtin.summary, "category": "management",
+            "inputSchema": dict(builtin.input_schema), "invoke": {"type": "builtin", "name": builtin.name}}
+
+
+class Management:
+    """Runs the management tools of one home (`surface.context.Builtins`)."""
+
+    def __init__(self, env: Env, audit: AuditLog, apply: Callable[[Iterable[str]], None]) -> None:
+        self._env = env
+        self._audit = audit
+        self._apply = apply  # re-reads the written files in the running gateway
+        self._lock = trio.Lock()  # one change at a time: each reads, then writes, whole files
+
+    @property
+    def home(self) -> Path:
+        return self._env.home
+
+    def _question(self, entry: ToolEntry, plan: Plan) -> str | None:
+        return question(self._env.settings().gate.confirm_management, entry.id, plan)
+
+    async def run(self, entry: ToolEntry, args: Mapping[str, Any], session_id: str,
+                  ask: AskUser | None) -> ToolResult | NeedsInput:
+        assert entry.invoke is not None
+        builtin = BUILTINS.get(entry.invoke.target)
+        if builtin is None:
+            raise ToolFailure(f"{entry.id!r} names no management tool of this version")
+        validate_args(builtin.name, builtin.input_schema, args)
+        plan = builtin.plan(self._env, args)
+        asked = self._question(entry, plan)
+        if asked is not None:  # asked without the lock: a person may take minutes to answer
+            if ask is None:
+                summary = plan.change.summary if plan.change is not None else "change the home"
+                raise ToolFailure(f"{entry.id} would {summary}, which needs the user's confirmation, and "
+                                  "this client cannot ask them; an operator can make the change with the "
+                                  "tfunnel command line")
+            answer = await ask(asked)
+            if isinstance(answer, NeedsInput):
+                return answer
+            if not answer:
+                raise ToolFailure("the user did not confirm the change; nothing was changed")
+        async with self._lock:
+            # Planned again under the lock: what is written is what was confirmed, or nothing.
+            plan = builtin.plan(self._env, args)
+            if self._question(entry, plan) != asked:
+                raise ToolFailure("the home changed while the user was being asked; nothing was changed "
+                                  "(call again to be asked about the change as it is now)")
+            if plan.change is not None:
+                written = commit(self._env.home, plan.change, self._audit, via="tf", by=session_id)
+                self._apply(written)
+        body = {"ok": True, **plan.result}
+        return ToolResult(content=({"type": "text", "text": json.dumps(body, ensure_ascii=False)},),
+                          structured=body)

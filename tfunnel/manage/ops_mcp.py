@@ -1,0 +1,89 @@
+"""Upstream servers and the expose list: `tf_mcp_add`, `tf_mcp_set`, `tf_expose` (plans only).
+
+An upstream row is written with the fields of `mcp/expose.json` as given (the same names, checked
+by the file's own parser). Adding an upstream that opts out of the isolation guard
+(`allowOutsidePaths`, `allowCodeLoadingEnv`) loosens the gate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from tfunnel.config.expose import EXPOSE, UPSTREAM_KEYS, empty_document
+from tfunnel.errors import ToolFailure
+from tfunnel.manage.edit import Change, current
+from tfunnel.manage.plans import Env, Plan, shown
+
+GUARD_OPT_OUTS = ("allowOutsidePaths", "allowCodeLoadingEnv")
+EXPOSE_FIELDS = ("as", "category", "enabled")
+
+
+def mcp_add(env: Env, args: Mapping[str, Any]) -> Plan:
+    document = current(env.home, EXPOSE, empty_document())
+    upstreams, exposed = _lists(document)
+    upstream_id = str(args["id"])
+    if any(isinstance(u, dict) and u.get("id") == upstream_id for u in upstreams):
+        raise ToolFailure(f"an upstream with id {upstream_id!r} exists; use tf_mcp_set or choose another id")
+    row = {k: args[k] for k in UPSTREAM_KEYS if k in args}
+    upstreams.append(row)
+    entries = []
+    for item in args.get("expose") or []:
+        entry = {"upstream": upstream_id, "tool": item["tool"],
+                 **{k: item[k] for k in EXPOSE_FIELDS if k in item}}
+        exposed.append(entry)
+        entries.append(entry)
+    opted = [k for k in GUARD_OPT_OUTS if row.get(k) is True]
+    loosens = f"the upstream opts out of the isolation guard ({', '.join(opted)})" if opted else None
+    return Plan({"upstream": row, "exposed": entries},
+                Change(f"add upstream {upstream_id!r} {shown(row)}"
+                       + (f" exposing {shown(entries)}" if entries else ""), {EXPOSE: document}), loosens)
+
+
+def mcp_set(env: Env, args: Mapping[str, Any]) -> Plan:
+    document = current(env.home, EXPOSE, empty_document())
+    upstreams, exposed = _lists(document)
+    upstream_id, action = str(args["id"]), str(args["action"])
+    row = next((u for u in upstreams if isinstance(u, dict) and u.get("id") == upstream_id), None)
+    if row is None:
+        known = [str(u.get("id")) for u in upstreams if isinstance(u, dict)]
+        raise ToolFailure(f"no upstream with id {upstream_id!r} (known: {', '.join(known) or 'none'})")
+    result: dict[str, Any] = {"id": upstream_id, "action": action}
+    if action == "remove":
+        upstreams.remove(row)
+        document["expose"] = [e for e in exposed
+                              if not (isinstance(e, dict) and e.get("upstream") == upstream_id)]
+        result["removed"] = True
+    elif action in ("enable", "disable"):
+        row["enabled"] = result["enabled"] = action == "enable"
+    elif action in ("pin", "unpin"):
+        row["legacyPin"] = result["legacyPin"] = action == "pin"
+    else:  # reconnect: a new stamp is a changed definition, which restarts it (a stopped one too)
+        row["reconnectAt"] = result["reconnectAt"] = datetime.now(UTC).isoformat(timespec="seconds")
+    return Plan(result, Change(f"{action} upstream {upstream_id!r}", {EXPOSE: document}))
+
+
+def expose(env: Env, args: Mapping[str, Any]) -> Plan:
+    document = current(env.home, EXPOSE, empty_document())
+    upstreams, exposed = _lists(document)
+    upstream_id, tool = str(args["upstream"]), str(args["tool"])
+    if not any(isinstance(u, dict) and u.get("id") == upstream_id for u in upstreams):
+        raise ToolFailure(f"no upstream with id {upstream_id!r}; add it with tf_mcp_add first")
+    entry = next((e for e in exposed if isinstance(e, dict) and e.get("upstream") == upstream_id
+                  and e.get("tool") == tool), None)
+    if entry is None:
+        entry = {"upstream": upstream_id, "tool": tool}
+        exposed.append(entry)
+    for key in EXPOSE_FIELDS:
+        if key in args:
+            entry[key] = args[key]
+    return Plan({"entry": entry}, Change(f"expose {shown(entry)}", {EXPOSE: document}))
+
+
+def _lists(document: dict[str, Any]) -> tuple[list[Any], list[Any]]:
+    upstreams = document.setdefault("upstreams", [])
+    exposed = document.setdefault("expose", [])
+    if not isinstance(upstreams, list) or not isinstance(exposed, list):
+        raise ToolFailure(f"{EXPOSE.name}: \"upstreams\" and \"expose\" must be lists; fix the file first")
+    return upstreams, exposed

@@ -1,0 +1,146 @@
+"""Register tools and their visibility: `tf_tool_add`, `tf_tool_set`, `tf_tool_update`.
+
+Each returns a `Plan` (`manage.plans`); nothing here writes. Entries are written in the
+register's own JSON shape, unknown fields of other entries kept as they are. A script a tool
+brings (`scriptText`) goes to `tools/scripts/` under a bare file name, and only there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import PurePosixPath
+from typing import Any
+
+from tfunnel.config.load import REGISTER, SCRIPTS_DIR, STATE
+from tfunnel.config.model import BUILTIN_TOOL_NAMES, META_TOOL_NAMES
+from tfunnel.errors import ToolFailure
+from tfunnel.manage.edit import Change, Script, current
+from tfunnel.manage.plans import Env, Plan, changed_keys, shown
+
+EMPTY_REGISTER: Mapping[str, Any] = {"version": 1, "tools": []}
+ENTRY_FIELDS = ("name", "summary", "category", "instructions", "inputSchema", "mode", "invoke", "timeoutS")
+# tf_tool_set action → the state field it sets and the value.
+VISIBILITY_ACTIONS: Mapping[str, tuple[str, bool]] = {
+    "enable": ("enabled", True), "disable": ("enabled", False), "hot": ("hot", True),
+    "unhot": ("hot", False), "hide": ("hidden", True), "unhide": ("hidden", False)}
+
+
+def tool_add(env: Env, args: Mapping[str, Any]) -> Plan:
+    register = current(env.home, REGISTER, EMPTY_REGISTER)
+    tool_id = str(args["id"])
+    rows = _rows(register)
+    if tool_id in META_TOOL_NAMES or tool_id in BUILTIN_TOOL_NAMES:
+        raise ToolFailure(f"id {tool_id!r} is the name of a built-in tool; choose another id")
+    if any(row.get("id") == tool_id for row in rows):
+        raise ToolFailure(f"id {tool_id!r} is already in the register; use tf_tool_update to change it")
+    entry: dict[str, Any] = {"id": tool_id, **{k: args[k] for k in ENTRY_FIELDS if k in args}}
+    scripts = _script(entry, args)
+    rows.append(entry)
+    change = Change(f"add tool {tool_id!r} {shown(entry)}", {REGISTER: register}, scripts)
+    result: dict[str, Any] = {"id": tool_id, "entry": entry}
+    if scripts:
+        result["scriptPath"] = scripts[0].relative
+    return Plan(result, change)
+
+
+def tool_update(env: Env, args: Mapping[str, Any]) -> Plan:
+    register = current(env.home, REGISTER, EMPTY_REGISTER)
+    tool_id = str(args["id"])
+    row = _row(register, tool_id)
+    patch = dict(args.get("patch") or {})
+    if "id" in patch:
+        raise ToolFailure('patch may not change "id" (remove the tool and add it under the new id)')
+    unknown = sorted(set(patch) - set(ENTRY_FIELDS))
+    if unknown:
+        raise ToolFailure(f"patch has unknown field(s) {', '.join(unknown)}; "
+                          f"allowed: {', '.join(ENTRY_FIELDS)}")
+    before = dict(row)
+    for key, value in patch.items():
+        if value is None:
+            row.pop(key, None)
+        else:
+            row[key] = value
+    scripts = _script(row, args)
+    if row == before and not scripts:
+        raise ToolFailure(f"nothing to change for tool {tool_id!r}: give a patch or scriptText")
+    what = ", ".join(changed_keys(before, row)) or "its script"
+    change = Change(f"update tool {tool_id!r} ({what}: {shown({k: row.get(k) for k in patch})})",
+                    {REGISTER: register}, scripts)
+    return Plan({"id": tool_id, "entry": row, **({"scriptPath": scripts[0].relative} if scripts else {})},
+                change)
+
+
+def tool_set(env: Env, args: Mapping[str, Any]) -> Plan:
+    name, action = str(args["id"]), str(args["action"])
+    state = current(env.home, STATE, {})
+    if action == "remove":
+        register = current(env.home, REGISTER, EMPTY_REGISTER)
+        rows = _rows(register)
+        _row(register, name)
+        register["tools"] = [row for row in rows if row.get("id") != name]
+        documents: dict[Any, dict[str, Any]] = {REGISTER: register}
+        if name in state:
+            del state[name]
+            documents[STATE] = state
+        return Plan({"id": name, "action": action, "removed": True},
+                    Change(f"remove tool {name!r}", documents))
+    if not _known(env, name):
+        raise ToolFailure(f"no tool named {name!r}; tf_list {{\"kind\": \"tools\"}} lists them")
+    key, value = VISIBILITY_ACTIONS[action]
+    entry = state.get(name)
+    entry = dict(entry) if isinstance(entry, Mapping) else {}
+    was = entry.get(key)
+    entry[key] = value
+    state[name] = entry
+    loosens = None
+    if action == "enable" and was is False:
+        loosens = f"{name!r} was disabled by an operator"
+    return Plan({"id": name, "action": action, key: value, "state": entry},
+                Change(f"{action} tool {name!r}", {STATE: state}), loosens)
+
+
+def _known(env: Env, name: str) -> bool:
+    """Whether `name` is a tool (or prompt or resource) the state file may hold a key for."""
+    if name in META_TOOL_NAMES or name.startswith(("prompt:", "resource:")):
+        return True
+    register = current(env.home, REGISTER, EMPTY_REGISTER)
+    if any(row.get("id") == name for row in _rows(register)):
+        return True
+    catalog = env.catalog()
+    return catalog is not None and catalog.find_upstream(name) is not None
+
+
+def _rows(register: dict[str, Any]) -> list[Any]:
+    rows = register.setdefault("tools", [])
+    if not isinstance(rows, list):
+        raise ToolFailure(f"{REGISTER.name}: \"tools\" is not a list; fix the file first")
+    return rows
+
+
+def _row(register: dict[str, Any], tool_id: str) -> dict[str, Any]:
+    for row in _rows(register):
+        if isinstance(row, dict) and row.get("id") == tool_id:
+            return row
+    known = [str(r.get("id")) for r in _rows(register) if isinstance(r, dict)]
+    raise ToolFailure(f"no register tool with id {tool_id!r} (known: {', '.join(known) or 'none'})")
+
+
+def _script(entry: dict[str, Any], args: Mapping[str, Any]) -> tuple[Script, ...]:
+    """The script `scriptText` brings, for an entry whose invoke is a script in tools/scripts/
+    (a bare `path` is put there); () without scriptText."""
+    invoke = entry.get("invoke")
+    if isinstance(invoke, Mapping) and invoke.get("type") == "builtin":
+        raise ToolFailure('invoke.type "builtin" is reserved for the management tools tfunnel ships')
+    text = args.get("scriptText")
+    if text is None:
+        return ()
+    if not isinstance(invoke, Mapping) or invoke.get("type") != "script" \
+            or not isinstance(invoke.get("path"), str):
+        raise ToolFailure('scriptText needs invoke {"type": "script", "path": "tools/scripts/<file>"}')
+    path = PurePosixPath(invoke["path"])
+    folder = str(path.parent) if str(path.parent) != "." else SCRIPTS_DIR
+    if folder != SCRIPTS_DIR:
+        raise ToolFailure(f"invoke.path {invoke['path']!r}: a script written with scriptText goes in "
+                          f"{SCRIPTS_DIR}/ (give \"{SCRIPTS_DIR}/{path.name}\")")
+    entry["invoke"] = {**invoke, "path": f"{SCRIPTS_DIR}/{path.name}"}
+    return (Script(SCRIPTS_DIR, path.name, str(text)),)

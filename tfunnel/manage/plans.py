@@ -1,0 +1,59 @@
+"""What a management operation decides before anything is written (pure): its result, the change,
+and whether that change loosens the gate; and when the user must confirm it.
+
+A human confirms what loosens the gate (SPEC §9): a model must not be able to switch off its own
+guard rails. `gate.confirmManagement` says what is confirmed: `loosening` (the default: each
+operation says which of its changes loosen, and why), `all` (every change), `none`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tfunnel.config.model import ConfirmManagement, Settings
+from tfunnel.manage.edit import Change
+from tfunnel.surface.catalog import Catalog
+from tfunnel.upstream.states import UpstreamStatistics
+
+
+@dataclass(frozen=True)
+class Plan:
+    """An operation's decision: `result` (the structured result, `ok` added on success), the
+    `change` to write (None for a read), and `loosens`: why the change loosens the gate."""
+
+    result: dict[str, Any] = field(default_factory=dict)
+    change: Change | None = None
+    loosens: str | None = None
+
+
+@dataclass(frozen=True)
+class Env:
+    """What operations read besides the home's files: the live surface and upstreams."""
+
+    home: Path
+    settings: Callable[[], Settings] = Settings
+    catalog: Callable[[], Catalog | None] = lambda: None
+    upstreams: Callable[[], list[UpstreamStatistics]] = list
+
+
+def question(policy: ConfirmManagement, tool: str, plan: Plan) -> str | None:
+    """The confirmation to put to the user before `plan` is written, or None (pure). Its text
+    names the exact change, so an answer to it answers for that change only."""
+    if plan.change is None or policy == "none" or (policy == "loosening" and plan.loosens is None):
+        return None
+    why = f" This loosens the gate: {plan.loosens}." if plan.loosens else ""
+    return f"A tool call ({tool}) asks to {plan.change.summary}.{why} Allow this change?"
+
+
+def shown(value: Any) -> str:
+    """A value as it appears in a change's summary (JSON, compact, bounded)."""
+    text = json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    return text if len(text) <= 300 else text[:297] + "..."
+
+
+def changed_keys(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[str]:
+    return sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
