@@ -73,6 +73,12 @@ class UpstreamTool:
         return "\n".join(lines)
 
 
+def surfaced_name(upstream: str, tool: str, curated: ExposeEntry | None) -> str:
+    """The name the surface gives `tool` of `upstream` (config alone decides it): the `as` of its
+    enabled expose entry `curated`, else `<upstream>_<tool>`."""
+    return curated.as_name if curated is not None and curated.enabled else f"{upstream}_{tool}"
+
+
 def assemble(ready: Mapping[str, Sequence[Mapping[str, Any]]], expose: Iterable[ExposeEntry],
              taken: set[str]) -> list[UpstreamTool]:
     """Name every tool of every ready upstream (config order); `taken` holds local names."""
@@ -83,7 +89,7 @@ def assemble(ready: Mapping[str, Sequence[Mapping[str, Any]]], expose: Iterable[
         for definition in definitions:
             name = str(definition["name"])
             entry = curated.get((upstream, name))
-            surfaced = entry.as_name if entry is not None else f"{upstream}_{name}"
+            surfaced = surfaced_name(upstream, name, entry)
             if surfaced in used:
                 key = (upstream, name, surfaced)
                 if key not in _reported:
