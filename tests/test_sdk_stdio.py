@@ -17,6 +17,7 @@ from mcp.client.stdio import stdio_client
 from mcp.types import CallToolResult, TextContent
 
 from tests.wire import SETTLED
+from tfunnel.config.model import BUILTIN_TOOL_NAMES
 from tfunnel.surface.changes import DEBOUNCE_S
 
 pytestmark = pytest.mark.timeout(90)
@@ -105,6 +106,7 @@ async def test_every_meta_tool_works(home: Path) -> None:
         listed = await client.call_tool("toolfunnel_list_tools", {})
         ids = [brief["id"] for brief in payload(listed)]
         assert ids == ["echo", "base64", "hash", "uuid", "json", "text-stats", "danger",  # local first
+                       *BUILTIN_TOOL_NAMES,  # the management tools, after the demo tools
                        "demo_ping", "demo_add", "demo_echo", "demo_slow", "demo_progress"]
         assert listed.structured_content == {"tools": payload(listed)}
         crypto = payload(await client.call_tool("toolfunnel_list_tools", {"category": "crypto"}))

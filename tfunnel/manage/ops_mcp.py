@@ -12,9 +12,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 from tfunnel.config.expose import EXPOSE, UPSTREAM_KEYS, empty_document
+from tfunnel.config.load import STATE
 from tfunnel.errors import ToolFailure
-from tfunnel.manage.edit import Change, current
+from tfunnel.gate.manifest import MANIFEST
+from tfunnel.manage.edit import Change, current, validate
+from tfunnel.manage.ops_hooks import EMPTY_MANIFEST
 from tfunnel.manage.plans import Env, Plan, shown
+from tfunnel.manage.rename import Refusal, RenamePlan, expose_renames, plan_renames
 
 GUARD_OPT_OUTS = ("allowOutsidePaths", "allowCodeLoadingEnv")
 EXPOSE_FIELDS = ("as", "category", "enabled")
@@ -65,6 +69,7 @@ def mcp_set(env: Env, args: Mapping[str, Any]) -> Plan:
 
 
 def expose(env: Env, args: Mapping[str, Any]) -> Plan:
+    before = current(env.home, EXPOSE, empty_document())
     document = current(env.home, EXPOSE, empty_document())
     upstreams, exposed = _lists(document)
     upstream_id, tool = str(args["upstream"]), str(args["tool"])
@@ -78,7 +83,40 @@ def expose(env: Env, args: Mapping[str, Any]) -> Plan:
     for key in EXPOSE_FIELDS:
         if key in args:
             entry[key] = args[key]
-    return Plan({"entry": entry}, Change(f"expose {shown(entry)}", {EXPOSE: document}))
+    documents: dict[Any, dict[str, Any]] = {EXPOSE: document}
+    result: dict[str, Any] = {"entry": entry}
+    renamed = _follow_renames(env, before, document, documents)
+    if renamed is not None:
+        result["renamed"], result["notices"] = list(renamed.changes), list(renamed.notices)
+    return Plan(result, Change(f"expose {shown(entry)}", documents))
+
+
+def _follow_renames(env: Env, before: dict[str, Any], after: dict[str, Any],
+                    documents: dict[Any, dict[str, Any]]) -> RenamePlan | None:
+    """Carry the hooks' exact-name matchers and the state keys over to the names an expose edit
+    gives (`manage.rename`); refuse, naming the hook, when a matcher would stop firing."""
+    try:
+        validate(env.home, Change("", {EXPOSE: after}))
+    except ToolFailure:
+        return None  # the edit itself is invalid: committing it says why
+    catalog = env.catalog()
+    local = catalog.local_names() if catalog is not None else set()
+    displays = {(t.upstream, t.tool): t.display for t in catalog.upstream} if catalog is not None else {}
+    renames = expose_renames(before, after, local, displays)
+    if isinstance(renames, Refusal):
+        raise ToolFailure("nothing was changed: " + "; ".join(renames.reasons))
+    if not renames:
+        return None
+    manifest = current(env.home, MANIFEST, EMPTY_MANIFEST)
+    state = current(env.home, STATE, {})
+    plan = plan_renames(renames, manifest.get("hooks", []), state)
+    if isinstance(plan, Refusal):
+        raise ToolFailure("nothing was changed: " + "; ".join(plan.reasons))
+    if plan.manifest_rows != manifest.get("hooks", []):
+        documents[MANIFEST] = {**manifest, "hooks": plan.manifest_rows}
+    if plan.state_doc != state:
+        documents[STATE] = plan.state_doc
+    return plan
 
 
 def _lists(document: dict[str, Any]) -> tuple[list[Any], list[Any]]:
