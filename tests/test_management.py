@@ -123,7 +123,8 @@ async def test_a_client_manages_the_gateway_in_band(home: Path, mode: str) -> No
         assert "did not confirm" in error_text(await tf(actor, "tf_hook_set", {"id": "no-shout",
                                                                                 "action": "disable"}))
         assert "no shouting here" in error_text(await watcher.call_tool("shout", {"text": "hi"}))
-        assert body(await tf(actor, "tf_hook_set", {"id": "no-shout", "action": "disable"}))["enabled"] is False
+        disabled = body(await tf(actor, "tf_hook_set", {"id": "no-shout", "action": "disable"}))
+        assert disabled["enabled"] is False
         assert body(await watcher.call_tool("shout", {"text": "hi"}))["shouted"] == "HI"
     assert len(asked) == 2 and all("no-shout" in text and "loosens the gate" in text for text in asked)
     # Every change is audited as made in-band ("tf"), file by file; a legacy session is named.
