@@ -16,11 +16,13 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from tfunnel.config.atomic import write_atomic, write_json_atomic
+from tfunnel.config.atomic import TEMP_SUFFIX, write_atomic, write_json_atomic
 from tfunnel.config.files import ConfigFile
 from tfunnel.config.validate import Fields, Missing, read_json
 from tfunnel.errors import ConfigError, ConfigProblem, ToolFailure
 from tfunnel.observe.audit import AuditLog
+
+__all__ = ["TEMP_SUFFIX", "Change", "Script", "commit", "current", "safe_path", "validate"]
 
 # The most a script a management tool writes may hold.
 MAX_SCRIPT_BYTES = 1024 * 1024

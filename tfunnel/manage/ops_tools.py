@@ -11,9 +11,11 @@ from collections.abc import Mapping
 from pathlib import PurePosixPath
 from typing import Any
 
+from tfunnel.config.expose import load_expose
 from tfunnel.config.load import REGISTER, SCRIPTS_DIR, STATE
 from tfunnel.config.model import BUILTIN_TOOL_NAMES, META_TOOL_NAMES
-from tfunnel.errors import ToolFailure
+from tfunnel.config.names import owners
+from tfunnel.errors import ConfigError, ToolFailure
 from tfunnel.manage.edit import Change, Script, current
 from tfunnel.manage.plans import Env, Plan, changed_keys, shown
 
@@ -107,7 +109,14 @@ def _known(env: Env, name: str) -> bool:
     if any(row.get("id") == name for row in _rows(register)):
         return True
     catalog = env.catalog()
-    return catalog is not None and catalog.find_upstream(name) is not None
+    if catalog is not None and catalog.find_upstream(name) is not None:
+        return True
+    # Not listed now (no gateway here, or its upstream is down): a name an upstream would surface.
+    try:
+        config = load_expose(env.home)
+    except ConfigError:
+        return False
+    return bool(owners(name, [u.id for u in config.upstreams], config.expose))
 
 
 def _rows(register: dict[str, Any]) -> list[Any]:

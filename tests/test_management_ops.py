@@ -1,0 +1,161 @@
+"""The management operations on a real home (`tfunnel.manage.ops_*`, `manage.edit`): what each
+plans, what it refuses (naming the argument), which changes loosen the gate, and that a change
+is whole or not at all."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tfunnel.errors import ToolFailure
+from tfunnel.manage import edit, ops_hooks, ops_mcp, ops_settings, ops_tools
+from tfunnel.manage.plans import Env, Plan
+from tfunnel.observe.audit import AuditLog
+
+SCRIPT = {"type": "script", "path": "tools/scripts/t.py"}
+
+
+def run(home: Path, op: Any, args: dict[str, Any]) -> Plan:
+    plan: Plan = op(Env(home), args)
+    if plan.change is not None:
+        edit.commit(home, plan.change, AuditLog(home), via="test")
+    return plan
+
+
+def refused(home: Path, op: Any, args: dict[str, Any]) -> str:
+    with pytest.raises(ToolFailure) as caught:
+        run(home, op, args)
+    return str(caught.value)
+
+
+# (op, args, a fragment of the refusal)
+REFUSALS: list[tuple[Any, dict[str, Any], str]] = [
+    (ops_tools.tool_add, {"id": "echo", "name": "E"}, "already in the register"),
+    (ops_tools.tool_add, {"id": "toolfunnel_run_tool", "name": "E"}, "built-in tool"),
+    (ops_tools.tool_add, {"id": "tf_list", "name": "E"}, "built-in tool"),
+    (ops_tools.tool_add, {"id": "t", "name": "T", "scriptText": "x"}, "scriptText needs invoke"),
+    (ops_tools.tool_add, {"id": "t", "name": "T", "invoke": {"type": "script", "path": "elsewhere/t.py"},
+                          "scriptText": "x"}, "goes in tools/scripts/"),
+    (ops_tools.tool_add, {"id": "t", "name": "T", "scriptText": "x",
+                          "invoke": {"type": "script", "path": "tools/scripts/../t.py"}}, "goes in tools/scripts/"),
+    (ops_tools.tool_add, {"id": "t", "name": "T", "invoke": {"type": "builtin", "name": "tf_hook_set"}},
+     "reserved for the management tools"),
+    (ops_tools.tool_add, {"id": "t", "name": "T", "mode": "gateway"}, "invoke"),  # the register's own rule
+    (ops_tools.tool_update, {"id": "nope", "patch": {"summary": "s"}}, "no register tool with id 'nope'"),
+    (ops_tools.tool_update, {"id": "echo", "patch": {"id": "other"}}, 'may not change "id"'),
+    (ops_tools.tool_update, {"id": "echo", "patch": {"colour": "red"}}, "unknown field(s) colour"),
+    (ops_tools.tool_update, {"id": "echo", "patch": {}}, "nothing to change"),
+    (ops_tools.tool_update, {"id": "tf_list", "patch": {"summary": "s"}}, "reserved"),
+    (ops_tools.tool_set, {"id": "nope", "action": "hot"}, "no tool named 'nope'"),
+    (ops_tools.tool_set, {"id": "nope", "action": "remove"}, "no register tool"),
+    (ops_hooks.hook_add, {"id": "h", "event": "PreToolUse"}, 'needs "command"'),
+    (ops_hooks.hook_add, {"id": "h", "event": "PreToolUse", "scriptText": "x"}, 'needs "script"'),
+    (ops_hooks.hook_add, {"id": "h", "event": "PreToolUse", "command": "true", "matcher": "("},
+     "not a valid regular expression"),
+    (ops_hooks.hook_set, {"id": "nope", "action": "disable"}, "no hook with id 'nope'"),
+    (ops_mcp.mcp_add, {"id": "demo", "command": "x"}, "exists"),
+    (ops_mcp.mcp_add, {"id": "x", "transport": "http"}, "url"),
+    (ops_mcp.mcp_set, {"id": "nope", "action": "enable"}, "no upstream with id 'nope'"),
+    (ops_mcp.expose, {"upstream": "nope", "tool": "t"}, "no upstream with id 'nope'"),
+    (ops_settings.settings, {"httpPort": 0}, "httpPort"),
+]
+
+
+@pytest.mark.parametrize(("op", "args", "fragment"), REFUSALS, ids=[f"{op.__name__}-{i}" for i, (op, _, _)
+                                                                   in enumerate(REFUSALS)])
+def test_a_refused_change_names_why_and_writes_nothing(home: Path, op: Any, args: dict[str, Any],
+                                                       fragment: str) -> None:
+    before = {p: p.read_bytes() for p in home.rglob("*") if p.is_file()}
+    assert fragment in refused(home, op, args)
+    assert {p: p.read_bytes() for p in home.rglob("*") if p.is_file()} == before
+
+
+def hook(home: Path, hook_id: str, enabled: bool) -> None:
+    run(home, ops_hooks.hook_add, {"id": hook_id, "event": "PreToolUse", "command": "true",
+                                   "enabled": enabled})
+
+
+def test_what_loosens_the_gate(home: Path) -> None:
+    """Disabling or removing a hook that is on, opting an upstream out of the isolation guard,
+    changing gate.*, turning the audit log off, re-enabling a tool an operator disabled. Not:
+    the same on something already off, adding, tightening."""
+    hook(home, "on", True)
+    hook(home, "off", False)
+    env = Env(home)
+    assert ops_hooks.hook_set(env, {"id": "on", "action": "disable"}).loosens
+    assert ops_hooks.hook_set(env, {"id": "on", "action": "remove"}).loosens
+    assert ops_hooks.hook_set(env, {"id": "off", "action": "remove"}).loosens is None
+    assert ops_hooks.hook_set(env, {"id": "off", "action": "enable"}).loosens is None
+    opted = ops_mcp.mcp_add(env, {"id": "x", "command": "c", "allowOutsidePaths": True})
+    assert opted.loosens is not None and "allowOutsidePaths" in opted.loosens
+    assert ops_mcp.mcp_add(env, {"id": "x", "command": "c"}).loosens is None
+    assert ops_settings.settings(env, {"gate": {"askFallback": "allow"}}).loosens
+    assert ops_settings.settings(env, {"serverName": "n"}).loosens is None
+    assert ops_settings.settings(env, {}).change is None  # nothing to change, nothing written
+    run(home, ops_settings.log, {"action": "enable"})
+    assert ops_settings.log(env, {"action": "disable"}).loosens
+    run(home, ops_tools.tool_set, {"id": "echo", "action": "disable"})
+    assert ops_tools.tool_set(env, {"id": "echo", "action": "enable"}).loosens
+    assert ops_tools.tool_set(env, {"id": "base64", "action": "enable"}).loosens is None
+    assert ops_tools.tool_set(env, {"id": "base64", "action": "disable"}).loosens is None
+
+
+def test_a_tool_with_its_script_is_added_updated_and_removed(home: Path) -> None:
+    register = home / "tools" / "tools.register.json"
+    plan = run(home, ops_tools.tool_add, {"id": "t", "name": "T", "invoke": SCRIPT,
+                                          "scriptText": "print(1)\n"})
+    script = home / "tools" / "scripts" / "t.py"
+    assert plan.result["scriptPath"] == "tools/scripts/t.py" and script.read_text() == "print(1)\n"
+    assert os.access(script, os.X_OK)
+    run(home, ops_tools.tool_update, {"id": "t", "patch": {"summary": "new", "category": None},
+                                      "scriptText": "print(2)\n"})
+    row = next(r for r in json.loads(register.read_text())["tools"] if r["id"] == "t")
+    assert row["summary"] == "new" and "category" not in row and script.read_text() == "print(2)\n"
+    run(home, ops_tools.tool_set, {"id": "t", "action": "hot"})
+    run(home, ops_tools.tool_set, {"id": "t", "action": "remove"})
+    assert "t" not in [r["id"] for r in json.loads(register.read_text())["tools"]]
+    state = json.loads((home / "tools" / "tools.state.json").read_text())
+    assert "t" not in state  # its visibility goes with it
+    assert script.exists()  # a script is never deleted by a register change
+
+
+def test_an_expose_rename_carries_exact_matchers_and_state_or_refuses(home: Path) -> None:
+    run(home, ops_hooks.hook_add, {"id": "exact", "event": "PreToolUse", "matcher": "demo_echo",
+                                   "command": "true"})
+    run(home, ops_tools.tool_set, {"id": "demo_echo", "action": "hide"})
+    plan = run(home, ops_mcp.expose, {"upstream": "demo", "tool": "echo", "as": "say"})
+    assert plan.result["renamed"]
+    rows = json.loads((home / "hooks" / "hooks.manifest.json").read_text())["hooks"]
+    assert next(r for r in rows if r["id"] == "exact")["matcher"] == "say"
+    state = json.loads((home / "tools" / "tools.state.json").read_text())
+    assert state.get("say") == {"hidden": True} and "demo_echo" not in state
+    run(home, ops_hooks.hook_add, {"id": "loose", "event": "PreToolUse", "matcher": "s.y",
+                                   "command": "true"})
+    before = (home / "mcp" / "expose.json").read_bytes()
+    why = refused(home, ops_mcp.expose, {"upstream": "demo", "tool": "echo", "as": "talk"})
+    assert "loose" in why and "stop firing" in why
+    assert (home / "mcp" / "expose.json").read_bytes() == before
+
+
+def test_a_crash_while_writing_leaves_each_file_old_or_new(home: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """The script is written, then the register: a failure writing the register leaves it as it
+    was (byte for byte), and no temp file behind."""
+    register = home / "tools" / "tools.register.json"
+    before = register.read_bytes()
+    real_replace = os.replace
+
+    def crash(src: Any, dst: Any) -> None:
+        if str(dst).endswith("tools.register.json"):
+            raise OSError("disk gone")
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", crash)
+    with pytest.raises(OSError):
+        run(home, ops_tools.tool_add, {"id": "t", "name": "T", "invoke": SCRIPT, "scriptText": "print(1)"})
+    assert register.read_bytes() == before
+    assert not [p for p in home.rglob("*") if p.name.endswith(edit.TEMP_SUFFIX)]
