@@ -41,7 +41,8 @@ REFUSALS: list[tuple[Any, dict[str, Any], str]] = [
     (ops_tools.tool_add, {"id": "t", "name": "T", "invoke": {"type": "script", "path": "elsewhere/t.py"},
                           "scriptText": "x"}, "goes in tools/scripts/"),
     (ops_tools.tool_add, {"id": "t", "name": "T", "scriptText": "x",
-                          "invoke": {"type": "script", "path": "tools/scripts/../t.py"}}, "goes in tools/scripts/"),
+                          "invoke": {"type": "script", "path": "tools/scripts/../t.py"}},
+     "goes in tools/scripts/"),
     (ops_tools.tool_add, {"id": "t", "name": "T", "invoke": {"type": "builtin", "name": "tf_hook_set"}},
      "reserved for the management tools"),
     (ops_tools.tool_add, {"id": "t", "name": "T", "mode": "gateway"}, "invoke"),  # the register's own rule
