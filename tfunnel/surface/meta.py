@@ -11,7 +11,8 @@ from collections.abc import Mapping
 from importlib import resources
 from typing import Any
 
-HOWTO_TOPICS = ("create-tool", "add-mcp", "add-hook", "package", "wrap", "configure", "prompts-resources")
+HOWTO_TOPICS = ("create-tool", "add-mcp", "add-hook", "package", "wrap", "configure", "prompts-resources",
+                "manage")
 # What toolfunnel_list_tools lists (`kind`): tools by default.
 LIST_KINDS = ("tools", "prompts", "resources")
 
@@ -86,8 +87,9 @@ DEFINITIONS: Mapping[str, Mapping[str, Any]] = {
         "name": HOWTO,
         "title": "How to extend this gateway",
         "description": "Guides for extending this gateway: create-tool, add-mcp, add-hook, "
-                       "package, wrap, configure; and prompts-resources: the upstreams' prompts "
-                       "and resources, how to read and hide them.",
+                       "package, wrap, configure; prompts-resources: the upstreams' prompts "
+                       "and resources, how to read and hide them; manage: changing this gateway "
+                       "in-band with the tf_* tools, and which changes the user must confirm.",
         "inputSchema": {
             "type": "object",
             "properties": {"topic": {"type": "string", "enum": list(HOWTO_TOPICS)}},
