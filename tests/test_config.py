@@ -56,6 +56,10 @@ def test_settings_values_read(tmp_path: Path) -> None:
     assert (s.server_name, s.http_port, s.serve_legacy, s.raw["future"]) == ("gw", 8000, False, 1)
     assert (s.gate.ask_fallback, s.limits.tool_timeout_s) == ("allow", 2.5)
     assert s.upstream_instructions_max_chars == 1000
+    assert s.gate.confirm_management == "loosening"
+    for policy in ("all", "none", "loosening"):
+        put(tmp_path, SETTINGS_FILE, {"gate": {"confirmManagement": policy}})
+        assert load_settings(tmp_path).gate.confirm_management == policy
     put(tmp_path, SETTINGS_FILE, {"upstreamInstructionsMaxChars": 0})
     assert load_settings(tmp_path).upstream_instructions_max_chars == 0
 
@@ -93,6 +97,8 @@ def test_settings_values_read(tmp_path: Path) -> None:
         pytest.param({"limits": {"maxSessions": 2.5}}, "limits", "maxSessions", id="maxSessions-float"),
         pytest.param({"limits": []}, None, "limits", id="limits-array"),
         pytest.param({"gate": {"askFallback": "maybe"}}, "gate", "askFallback", id="askFallback-unknown"),
+        pytest.param({"gate": {"confirmManagement": "some"}}, "gate", "confirmManagement",
+                     id="confirmManagement-unknown"),
         pytest.param({"gate": "deny"}, None, "gate", id="gate-string"),
         pytest.param("{", None, None, id="invalid-json"),
         pytest.param("[]", None, None, id="top-level-array"),
