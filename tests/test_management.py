@@ -167,3 +167,22 @@ async def test_a_deny_on_tf_tool_add_leaves_the_register_byte_identical(home: Pa
         assert "not today" in error_text(refused)
     assert register.read_bytes() == before
     assert not (home / "tools" / "scripts" / "x.py").exists()
+
+
+async def test_discover_connects_an_upstream_once_without_exposing_it(home: Path) -> None:
+    """tf_mcp_discover on a disabled upstream: its tools are listed, it stays disabled and none of
+    its tools reach the surface; an upstream that cannot start says why."""
+    mock = {"id": "quiet", "command": sys.executable, "args": ["-m", "tfunnel.testing.mock_upstream"],
+            "enabled": False}
+    broken = {"id": "broken", "command": "/no/such/server", "enabled": False}
+    async with http_gateway(home) as gw, Client(f"{gw.url}/mcp", mode="legacy", cache=None) as client:
+        for upstream in (mock, broken):
+            body(await tf(client, "tf_mcp_add", upstream))
+        found = body(await tf(client, "tf_mcp_discover", {"id": "quiet"}))
+        assert found["connected"] and "echo" in [t["name"] for t in found["tools"]]
+        failed = body(await tf(client, "tf_mcp_discover", {"id": "broken"}))
+        assert not failed["connected"] and "not found" in failed["error"]
+        listed = body(await tf(client, "tf_list", {"kind": "mcps"}))["mcps"]
+        assert {m["id"]: m["state"] for m in listed}["quiet"] == "disabled"
+        briefs = body(await client.call_tool("toolfunnel_list_tools", {"category": "mcp:quiet"}))
+        assert briefs["tools"] == []

@@ -107,8 +107,8 @@ def build(home: Path, environ: Mapping[str, str] | None = None, observer: Observ
             if file in appliers:
                 appliers[file]()
 
-    management = Management(Env(home, lambda: live.settings, lambda: live.catalog, supervisor.statistics),
-                            audit, apply)
+    management = Management(Env(home, lambda: live.settings, lambda: live.catalog, supervisor.statistics,
+                                supervisor.discover), audit, apply)
     # A call without a client (the CLI's) is asked nothing: an upstream's questions are declined.
     surface = Surface(lambda: live.catalog, lambda: gate, runner, supervisor, audit, observer,
                       default_channel=LegacyChannel({}, None, {}), builtins=management)

@@ -13,7 +13,7 @@ client hears of it (`list_changed`) without waiting for the file watcher.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -69,7 +69,9 @@ class Builtin:
     title: str
     summary: str
     input_schema: Mapping[str, Any]
-    plan: Callable[[Env, Mapping[str, Any]], Plan]
+    plan: Callable[[Env, Mapping[str, Any]], Plan] | None = None
+    # A read that waits on I/O (and changes nothing) instead of a plan.
+    read: Callable[[Env, Mapping[str, Any]], Awaitable[dict[str, Any]]] | None = None
 
 
 BUILTINS: Mapping[str, Builtin] = {b.name: b for b in (
@@ -99,6 +101,10 @@ BUILTINS: Mapping[str, Builtin] = {b.name: b for b in (
             _schema({"id": _ID,
                      "action": {"enum": ["enable", "disable", "remove", "reconnect", "pin", "unpin"]}},
                     ["id", "action"]), ops_mcp.mcp_set),
+    Builtin("tf_mcp_discover", "Connect an upstream once and list what it has",
+            "Connect a configured upstream (enabled or not) once, without exposing anything: its tools, "
+            "prompts and resources, or why it does not come up.",
+            _schema({"id": _ID}, ["id"]), read=ops_mcp.discover),
     Builtin("tf_expose", "Expose an upstream tool",
             "Put an upstream tool on the top level (curated-direct), optionally under another name.",
             _schema({"upstream": _ID, "tool": _STR, "as": {"type": "string"}, "category": {"type": "string"},
@@ -163,6 +169,9 @@ class Management:
         if builtin is None:
             raise ToolFailure(f"{entry.id!r} names no management tool of this version")
         validate_args(builtin.name, builtin.input_schema, args)
+        if builtin.read is not None:
+            return _result(await builtin.read(self._env, args))
+        assert builtin.plan is not None
         plan = builtin.plan(self._env, args)
         asked = self._question(entry, plan)
         if asked is not None:  # asked without the lock: a person may take minutes to answer
@@ -185,6 +194,10 @@ class Management:
             if plan.change is not None:
                 written = commit(self._env.home, plan.change, self._audit, via="tf", by=session_id)
                 self._apply(written)
-        body = {"ok": True, **plan.result}
-        return ToolResult(content=({"type": "text", "text": json.dumps(body, ensure_ascii=False)},),
-                          structured=body)
+        return _result(plan.result)
+
+
+def _result(result: Mapping[str, Any]) -> ToolResult:
+    body = {"ok": True, **result}
+    return ToolResult(content=({"type": "text", "text": json.dumps(body, ensure_ascii=False)},),
+                      structured=body)

@@ -11,9 +11,9 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from tfunnel.config.expose import EXPOSE, UPSTREAM_KEYS, empty_document
+from tfunnel.config.expose import EXPOSE, UPSTREAM_KEYS, empty_document, load_expose
 from tfunnel.config.load import STATE
-from tfunnel.errors import ToolFailure
+from tfunnel.errors import ConfigError, ToolFailure
 from tfunnel.gate.manifest import MANIFEST
 from tfunnel.manage.edit import Change, current, validate
 from tfunnel.manage.ops_hooks import EMPTY_MANIFEST
@@ -125,3 +125,25 @@ def _lists(document: dict[str, Any]) -> tuple[list[Any], list[Any]]:
     if not isinstance(upstreams, list) or not isinstance(exposed, list):
         raise ToolFailure(f"{EXPOSE.name}: \"upstreams\" and \"expose\" must be lists; fix the file first")
     return upstreams, exposed
+
+
+async def discover(env: Env, args: Mapping[str, Any]) -> dict[str, Any]:
+    """`tf_mcp_discover`: connect the upstream `id` once and say what it has (nothing is exposed)."""
+    upstream_id = str(args["id"])
+    try:
+        config = load_expose(env.home)
+    except ConfigError as exc:
+        raise ToolFailure(f"{EXPOSE.name} is not valid ({exc.problems[0] if exc.problems else exc}); "
+                          "fix it first") from None
+    spec = next((u for u in config.upstreams if u.id == upstream_id), None)
+    if spec is None:
+        raise ToolFailure(f"no upstream with id {upstream_id!r} (known: "
+                          f"{', '.join(u.id for u in config.upstreams) or 'none'})")
+    if env.discover is None:
+        raise ToolFailure("this gateway cannot connect upstreams here")
+    listed, problem = await env.discover(spec)
+    tools = [{"name": t.get("name"), "title": t.get("title"), "description": t.get("description", "")}
+             for t in listed.get("tools", ())]
+    return {"id": upstream_id, "connected": problem is None, "error": problem, "tools": tools,
+            "prompts": [p.get("name") for p in listed.get("prompts", ())],
+            "resources": len(listed.get("resources", ())), "templates": len(listed.get("templates", ()))}

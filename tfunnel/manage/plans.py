@@ -9,11 +9,12 @@ operation says which of its changes loosen, and why), `all` (every change), `non
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tfunnel.config.expose import UpstreamSpec
 from tfunnel.config.model import ConfirmManagement, Settings
 from tfunnel.manage.edit import Change
 from tfunnel.surface.catalog import Catalog
@@ -38,6 +39,8 @@ class Env:
     settings: Callable[[], Settings] = Settings
     catalog: Callable[[], Catalog | None] = lambda: None
     upstreams: Callable[[], list[UpstreamStatistics]] = list
+    # Connect an upstream once without supervising it: what it lists, and why it did not come up.
+    discover: Callable[[UpstreamSpec], Awaitable[tuple[Mapping[str, Any], str | None]]] | None = None
 
 
 def question(policy: ConfirmManagement, tool: str, plan: Plan) -> str | None:

@@ -9,6 +9,7 @@ nothing of processes.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import structlog
@@ -151,6 +152,24 @@ class Supervisor:
         self._log_level = level
         for upstream in self.upstreams.values():
             upstream.set_log_level(level)
+
+    async def discover(self, spec: UpstreamSpec) -> tuple[dict[str, Items], str | None]:
+        """Connect `spec` once, apart from the supervised upstreams (whether it is enabled or not),
+        until it is ready or its first attempt failed (at most the start window): what it lists, and
+        why it did not come up (None when it did). The connection is closed before this returns."""
+        quiet = replace(self._ctx, on_change=lambda: None, on_notification=lambda upstream, note: None)
+        probe = Upstream(replace(spec, enabled=True), quiet, self._transports)
+        listed: dict[str, Items] = {}
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(probe.run)
+            with trio.move_on_after(self._startup_deadline_s):
+                await probe.first_attempt.wait()
+            listed = dict(probe.listed)
+            problem = probe.unavailable() or None if not listed else None
+            nursery.cancel_scope.cancel()
+        if not listed and problem is None:
+            problem = f"upstream {spec.id!r} did not come up within {self._startup_deadline_s:g} s"
+        return listed, problem
 
     def hurry(self) -> None:
         """The gateway is stopping by a signal: stop children without the usual graces."""
