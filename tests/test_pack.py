@@ -10,6 +10,7 @@ import sys
 import tempfile
 import time
 import tomllib
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +59,7 @@ def messy_home(home: Path) -> None:
         (home / rel).write_text("x")
     (home / "tools" / "scripts" / "outside").symlink_to("/etc/hostname")
     (home / "tools" / "scripts" / "inside.json").symlink_to(home / "mcp" / "expose.json")
+    (home / "tools" / "scripts" / "to-logs").symlink_to(home / "logs")
 
 
 def tool_ids(home: Path) -> list[str]:
@@ -77,12 +79,14 @@ def test_home_format_copies_what_serves_and_nothing_machine_local(home: Path, tm
     files = sorted(str(p.relative_to(copy)) for p in copy.rglob("*") if p.is_file())
     assert result["files"] == len(files)
     assert result["next"] == [f"tfunnel --home {copy} check", f"tfunnel --home {copy} serve"]
-    assert result["warnings"] == ["tools/scripts/outside: a symlink that leads outside the home; not copied"]
+    assert result["warnings"] == ["tools/scripts/outside: a symlink that leads outside the home; not copied",
+                                  "tools/scripts/to-logs: a symlink to a part of the home a copy leaves out; "
+                                  "not copied"]
     assert "warning: tools/scripts/outside" in done.stderr
     assert "tools/scripts/greet.py" in files and "tools/scripts/inside.json" in files
     assert not (copy / "tools" / "scripts" / "inside.json").is_symlink()
     for left_out in ("logs", "auth", "notes.txt", "mcp/tool-approvals.json", "tools/scripts/__pycache__",
-                     "hooks/.git", "tools/scripts/outside"):
+                     "hooks/.git", "tools/scripts/outside", "tools/scripts/to-logs"):
         assert not os.path.lexists(copy / left_out), left_out
     assert not [f for f in files if f.endswith(("~", ".swp", ".tfunnel-tmp")) or "/." in f]
     settings = json.loads((copy / "toolfunnel.json").read_text())
@@ -118,6 +122,8 @@ def test_default_destination_is_dist_under_the_home(home: Path) -> None:
     (("--out", "{home}"), 1, "is the home itself"),
     (("--out", "{full}"), 1, "is not empty; pass --force"),
     (("--description", "a\x07b", "--format", "python", "--name", "x"), 1, "tfunnel pack: description: "),
+    (("--format", "python", "--name", "JSON"), 1, "tfunnel pack: name: gives the package 'json', which is"),
+    (("--out", "{full}/keep.txt/sub"), 1, "tfunnel pack: out: cannot write "),
 ])
 def test_refusals(home: Path, tmp_path: Path, args: tuple[str, ...], status: int, message: str) -> None:
     full = tmp_path / "full"
@@ -155,6 +161,7 @@ def test_python_project_installs_in_a_fresh_venv_and_serves_stdio(home: Path, tm
     run(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", wheels, ROOT)
     [packed] = wheels.glob("greeter_tools-1.2.0rc1-*.whl")
     [ours] = wheels.glob("tfunnel-*.whl")
+    assert f"pip install {packed.name}" in (project / "README.md").read_text()
     venv = tmp_path / "venv"
     run(sys.executable, "-m", "venv", venv)
     run(venv / "bin" / "python", "-m", "pip", "install", "-q", ours)
@@ -174,9 +181,35 @@ def test_python_project_installs_in_a_fresh_venv_and_serves_stdio(home: Path, tm
                             env={**env, "GREETER_TOOLS_HOME": str(other)})
     assert chosen.returncode == 0 and "greet" in chosen.stdout
     assert (other / "tools" / "scripts" / "greet.py").is_file()
+    given = subprocess.run([script, "--home", str(tmp_path / "given"), "check"], capture_output=True,
+                           text=True, timeout=60, env={**env, "XDG_DATA_HOME": str(tmp_path / "unused")})
+    assert given.returncode == 0 and f"config home {tmp_path / 'given'} (seeded" in given.stderr
+    assert not (tmp_path / "unused").exists()  # an explicit --home is served as it is: nothing copied
+    _serves_http(script, env, tmp_path / "http.err")
     print(f"pack + two wheels + fresh venv + installs: {installed:.1f} s; "
           f"total {time.monotonic() - started:.1f} s", file=sys.stderr)
     assert installed < 90
+
+
+def _serves_http(script: Path, env: dict[str, str], errlog: Path) -> None:
+    """`NAME --http --port 0` is `NAME serve --http --port 0`: it listens and answers /livez."""
+    with open(errlog, "wb") as err:
+        proc = subprocess.Popen([script, "--http", "--port", "0"], stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=err, env=env)
+    try:
+        deadline = time.monotonic() + 30
+        urls: list[str] = []
+        while not urls and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.05)
+            for line in errlog.read_text().splitlines():
+                if line.startswith("{") and json.loads(line).get("event") == "listening":
+                    urls = json.loads(line)["urls"]
+        assert urls, errlog.read_text()
+        with urllib.request.urlopen(f"{urls[0]}/livez", timeout=10) as answer:
+            assert (answer.status, answer.read()) == (200, b"ok")
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
 
 
 async def _serve_and_call(script: Path, env: dict[str, str]) -> None:

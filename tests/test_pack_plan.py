@@ -15,7 +15,9 @@ from tfunnel.manage.pack_plan import (
     check_description,
     check_format,
     check_name,
+    check_package,
     check_version,
+    copied_target,
     decide,
     destination_problem,
     is_pep440,
@@ -79,13 +81,15 @@ def test_home_format_takes_any_single_line_version() -> None:
 def test_other_refusals_name_their_argument() -> None:
     calls: list[tuple[Callable[[], str], str]] = [(lambda: check_format("npm"), "format"),
                                                   (lambda: check_name("TFunnel", "python"), "name"),
-                                                  (lambda: check_description("two\nlines"), "description")]
+                                                  (lambda: check_description("two\nlines"), "description"),
+                                                  (lambda: check_package("json", "python"), "name")]
     for call, argument in calls:
         with pytest.raises(BadArgument) as caught:
             call()
         assert caught.value.argument == argument
         assert str(caught.value).startswith(f"{argument}: ")
     assert check_name("tfunnel", "home") == "tfunnel"  # only a python project would shadow tfunnel
+    assert check_package("json", "home") == "json"
 
 
 K_FILE: Kind = "file"
@@ -149,3 +153,23 @@ HOME = Path("/h")
 ])
 def test_destinations(out: str, copy_root: str, refused: bool) -> None:
     assert (destination_problem(HOME, Path(out), Path(copy_root)) is not None) is refused
+
+
+@pytest.mark.parametrize(("target", "approvals", "copied"), [
+    ("tools/scripts/lib.py", False, True),
+    ("mcp", False, True),
+    ("toolfunnel.json", False, True),
+    ("logs", False, False),
+    ("logs/toolfunnel.log.jsonl", False, False),
+    ("auth/tokens.json", False, False),
+    ("tools/scripts/node_modules/x.js", False, False),
+    ("tools/.secrets/key", False, False),
+    ("mcp/tool-approvals.json", False, False),
+    ("mcp/tool-approvals.json", True, True),
+    ("", False, False),  # the home itself
+])
+def test_a_symlink_is_followed_only_to_what_a_copy_takes(target: str, approvals: bool, copied: bool) -> None:
+    parts = tuple(target.split("/")) if target else ()
+    assert copied_target(parts, approvals=approvals) is copied
+    if not copied:
+        assert decide(("tools", "link"), "excluded-link").action == "warn"

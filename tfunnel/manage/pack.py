@@ -34,7 +34,9 @@ from tfunnel.manage.pack_plan import (
     check_description,
     check_format,
     check_name,
+    check_package,
     check_version,
+    copied_target,
     decide,
     destination_problem,
     package_name,
@@ -79,7 +81,7 @@ def pack(home: Path, options: PackOptions) -> PackResult:
     description = check_description(options.description or f"{name}: MCP tools served by tfunnel")
     out = Path(options.out).expanduser() if options.out else home / "dist" / name
     out = out.resolve()
-    project = pack_project.Project(name, package_name(name), version, description)
+    project = pack_project.Project(name, check_package(package_name(name), fmt), version, description)
     copy_root = out / project.package / pack_project.PACKAGE_HOME if fmt == "python" else out
     problem = destination_problem(home, out, copy_root)
     if problem:
@@ -90,13 +92,27 @@ def pack(home: Path, options: PackOptions) -> PackResult:
         raise BadArgument("out", f"{out} is not empty; pass --force (force) to overwrite its files "
                           "(others are kept)")
     files, warnings = _walk(home, options.approvals)
-    written = 0
+    try:
+        written = _write(raw, files, project, out, copy_root, fmt)
+    except OSError as exc:
+        raise BadArgument("out", f"cannot write {exc.filename or out}: {exc.strerror or exc}") from exc
+    if fmt == "python":
+        hints = [f"pip install {out}", f"{name}    # serves stdio", f"{name} serve --http",
+                 f"pip wheel --no-deps -w {out / 'dist'} {out}    # a wheel to hand over"]
+    else:
+        hints = [f"tfunnel --home {out} check", f"tfunnel --home {out} serve"]
+    AuditLog(home).record("config", via="cli", file=str(out), change=f"pack {fmt}")
+    return PackResult(fmt, out, written, hints, warnings)
+
+
+def _write(raw: dict[str, Any], files: list[tuple[tuple[str, ...], Path]], project: pack_project.Project,
+           out: Path, copy_root: Path, fmt: str) -> int:
+    """Write the copy (and, for python, the project around it); return how many files."""
     for rel, src in files:
         _copy(src, copy_root.joinpath(*rel))
-        written += 1
-    stamped = {**raw, "serverName": name, "serverVersion": version}
-    write_json_atomic(copy_root / SETTINGS_FILE, stamped)
-    written += not any(rel == (SETTINGS_FILE,) for rel, _ in files)
+    write_json_atomic(copy_root / SETTINGS_FILE,
+                      {**raw, "serverName": project.name, "serverVersion": project.version})
+    written = len(files) + (not any(rel == (SETTINGS_FILE,) for rel, _ in files))
     if fmt == "python":
         generated = {
             out / "pyproject.toml": pack_project.pyproject(project),
@@ -107,12 +123,7 @@ def pack(home: Path, options: PackOptions) -> PackResult:
         for path, text in generated.items():
             write_atomic(path, text.encode())
         written += len(generated)
-        hints = [f"pip install {out}", f"{name}    # serves stdio", f"{name} serve --http",
-                 f"pip wheel --no-deps -w {out / 'dist'} {out}    # a wheel to hand over"]
-    else:
-        hints = [f"tfunnel --home {out} check", f"tfunnel --home {out} serve"]
-    AuditLog(home).record("config", via="cli", file=str(out), change=f"pack {fmt}")
-    return PackResult(fmt, out, written, hints, warnings)
+    return written
 
 
 def _raw_settings(home: Path) -> dict[str, Any]:
@@ -134,7 +145,7 @@ def _walk(home: Path, approvals: bool) -> tuple[list[tuple[tuple[str, ...], Path
     seen_dirs: set[Path] = set()
 
     def visit(parts: tuple[str, ...], path: Path) -> None:
-        kind, size, real = _kind(home, path)
+        kind, size, real = _kind(home, path, approvals)
         verdict = decide(parts, kind, size, approvals=approvals)
         rel = "/".join(parts)
         if verdict.action == "warn":
@@ -157,14 +168,16 @@ def _walk(home: Path, approvals: bool) -> tuple[list[tuple[tuple[str, ...], Path
     return files, warnings
 
 
-def _kind(home: Path, path: Path) -> tuple[Kind, int, Path]:
-    """What `path` is, following a symlink only while it stays inside `home`."""
+def _kind(home: Path, path: Path, approvals: bool) -> tuple[Kind, int, Path]:
+    """What `path` is, following a symlink only while it stays inside what a copy takes."""
     real = path.resolve()
     if path.is_symlink():
         if not real.exists():
             return "broken-link", 0, real
         if not real.is_relative_to(home):
             return "outside-link", 0, real
+        if not copied_target(real.relative_to(home).parts, approvals=approvals):
+            return "excluded-link", 0, real
     st = real.stat()
     if stat.S_ISDIR(st.st_mode):
         return "dir", 0, real

@@ -6,13 +6,15 @@ machine-local and generated entries are left out (`SKIPPED_NAMES`, dot-entries, 
 atomic-write temp files, bytecode); `mcp/tool-approvals.json` only with `approvals`. `auth/`,
 `logs/`, `dist/` and anything else at the top never go. A symlink is followed only while it stays
 inside the home; one that leaves it, a broken one, a special file and a file over
-`MAX_FILE_BYTES` are left out with a warning.
+`MAX_FILE_BYTES` are left out with a warning, and so is a symlink to a part of the home that a
+copy leaves out (`tools/x -> ../logs`): what is left out stays out by every path.
 """
 
 from __future__ import annotations
 
 import keyword
 import re
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,7 +36,7 @@ DEFAULT_VERSION = "0.1.0"
 MAX_DESCRIPTION_CHARS = 512
 
 # Kinds of entry the walker reports: a symlink inside the home is reported as what it points to.
-Kind = Literal["file", "dir", "outside-link", "broken-link", "special"]
+Kind = Literal["file", "dir", "outside-link", "excluded-link", "broken-link", "special"]
 
 # PEP 440 Appendix B, the canonical public version pattern (what `packaging.version` accepts);
 # used when `packaging` is not installed.
@@ -123,6 +125,14 @@ def check_name(name: str, fmt: str) -> str:
     return name
 
 
+def check_package(package: str, fmt: str) -> str:
+    """A python project's package may not shadow a standard-library module (it would never import)."""
+    if fmt == "python" and package in sys.stdlib_module_names:
+        raise BadArgument("name", f"gives the package {package!r}, which is a standard-library module "
+                          "and would never be imported; give another name")
+    return package
+
+
 def check_description(text: str) -> str:
     if any(ord(c) < 32 or ord(c) == 127 for c in text) or len(text) > MAX_DESCRIPTION_CHARS:
         raise BadArgument("description", f"must be one line of at most {MAX_DESCRIPTION_CHARS} characters "
@@ -162,6 +172,8 @@ def decide(parts: Sequence[str], kind: Kind, size: int = 0, *, approvals: bool =
         return Verdict("skip", "approvals state (pass approvals to include it)")
     if kind == "outside-link":
         return Verdict("warn", "a symlink that leads outside the home; not copied")
+    if kind == "excluded-link":
+        return Verdict("warn", "a symlink to a part of the home a copy leaves out; not copied")
     if kind == "broken-link":
         return Verdict("warn", "a broken symlink; not copied")
     if kind == "special":
@@ -169,3 +181,11 @@ def decide(parts: Sequence[str], kind: Kind, size: int = 0, *, approvals: bool =
     if kind == "file" and size > MAX_FILE_BYTES:
         return Verdict("warn", f"{size} bytes, over the {MAX_FILE_BYTES}-byte cap; not copied")
     return TAKE
+
+
+def copied_target(parts: Sequence[str], *, approvals: bool = False) -> bool:
+    """Whether a symlink's target at home-relative `parts` lies in what a copy takes: each folder
+    on its way taken, and the target itself (seen as a folder: only its place counts here)."""
+    return bool(parts) and all(
+        decide(parts[:depth], "dir", approvals=approvals).action == "take" for depth in range(1, len(parts))
+    ) and decide(parts, "file", approvals=approvals).action == "take"
