@@ -71,7 +71,8 @@ class PackResult:
 
 def pack(home: Path, options: PackOptions) -> PackResult:
     """Write the pack `options` describe; raise `BadArgument` naming the argument that is refused
-    (and `ConfigError` when the home's toolfunnel.json is invalid)."""
+    (`home` for a file of the home that cannot be read), and `ConfigError` when the home's
+    toolfunnel.json is invalid."""
     home = home.resolve()
     fmt = check_format(options.format)
     load_settings(home)  # refuses an invalid toolfunnel.json with its problems
@@ -145,7 +146,10 @@ def _walk(home: Path, approvals: bool) -> tuple[list[tuple[tuple[str, ...], Path
     seen_dirs: set[Path] = set()
 
     def visit(parts: tuple[str, ...], path: Path) -> None:
-        kind, size, real = _kind(home, path, approvals)
+        try:
+            kind, size, real = _kind(home, path, approvals)
+        except OSError as exc:
+            raise BadArgument("home", f"cannot read {path}: {exc.strerror or exc}") from exc
         verdict = decide(parts, kind, size, approvals=approvals)
         rel = "/".join(parts)
         if verdict.action == "warn":
@@ -159,7 +163,11 @@ def _walk(home: Path, approvals: bool) -> tuple[list[tuple[tuple[str, ...], Path
             warnings.append(f"{rel}: a symlink back into a folder already copied; not copied again")
             return
         seen_dirs.add(real)
-        for child in sorted(path.iterdir(), key=lambda p: p.name):
+        try:
+            children = sorted(path.iterdir(), key=lambda p: p.name)
+        except OSError as exc:
+            raise BadArgument("home", f"cannot read {path}: {exc.strerror or exc}") from exc
+        for child in children:
             visit((*parts, child.name), child)
 
     for root in ROOTS:
@@ -187,7 +195,11 @@ def _kind(home: Path, path: Path, approvals: bool) -> tuple[Kind, int, Path]:
 
 
 def _copy(src: Path, dest: Path) -> None:
-    write_atomic(dest, src.read_bytes())
+    try:
+        data = src.read_bytes()
+    except OSError as exc:
+        raise BadArgument("home", f"cannot read {src}: {exc.strerror or exc}") from exc
+    write_atomic(dest, data)
     os.chmod(dest, src.stat().st_mode & 0o777)  # keeps scripts executable
 
 
