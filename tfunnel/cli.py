@@ -21,16 +21,19 @@ from tfunnel.app import BindRefused, build, reaping, run_http, run_stdio, runnin
 from tfunnel.config.atomic import sweep_temp_files, write_json_atomic
 from tfunnel.config.expose import load_expose
 from tfunnel.config.home import ResolvedHome, resolve_home, seed_dir, seed_home
-from tfunnel.config.load import STATE_FILE, load_register, load_state
+from tfunnel.config.load import STATE_FILE, load_register, load_settings, load_state
 from tfunnel.config.model import META_TOOL_NAMES
 from tfunnel.config.names import owners
 from tfunnel.config.validate import read_json
 from tfunnel.errors import ConfigError, ProtocolError
+from tfunnel.home import requires
 from tfunnel.home.check import check_home
 from tfunnel.home.live import Live
 from tfunnel.manage.hook_cmd import hook_command
 from tfunnel.manage.log_cmd import log_command
 from tfunnel.manage.mcp_cmd import AddOptions, add_mcp_arguments, mcp_command, split_argv
+from tfunnel.manage.pack import PackOptions, pack_command
+from tfunnel.manage.pack_plan import FORMATS
 from tfunnel.observe.audit import AuditLog
 from tfunnel.surface import meta
 from tfunnel.surface.catalog import Catalog
@@ -97,6 +100,7 @@ def parser() -> argparse.ArgumentParser:
         "hook": "list hooks, or enable, disable or remove one",
         "log": "turn the audit log on or off, show its status, or print its last records",
         "mcp": "list, add, enable, disable or remove upstream MCP servers, or reconnect one",
+        "pack": "write a portable copy of the home, or a pip-installable project that serves it",
     }
     subs = {name: sub.add_parser(name, help=text, description=text) for name, text in commands.items()}
     for s in subs.values():
@@ -121,7 +125,21 @@ def parser() -> argparse.ArgumentParser:
     subs["hook"].add_argument("id", nargs="?", help="the hook's id (all but list)")
     subs["log"].add_argument("action", choices=("on", "off", "status", "tail"))
     subs["log"].add_argument("-n", "--lines", type=int, default=20, help="records for tail (default 20)")
+    _pack_arguments(subs["pack"])
     return p
+
+
+def _pack_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--format", choices=FORMATS, default="home",
+                   help="home: a copy of the home; python: a pip-installable project serving it")
+    p.add_argument("--out", metavar="DIR", help="the folder to write (default <home>/dist/<name>)")
+    p.add_argument("--name", help="the package name (default: serverName of toolfunnel.json, else my-mcp)")
+    p.add_argument("--version", dest="pack_version", metavar="V",
+                   help="the version (default: serverVersion, else 0.1.0; PEP 440 for python)")
+    p.add_argument("--description", help="the python project's one-line description")
+    p.add_argument("--approvals", action="store_true", help="include mcp/tool-approvals.json")
+    p.add_argument("--force", action="store_true", help="write into a non-empty --out (its other files stay)")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -160,6 +178,10 @@ def _main(argv: Sequence[str] | None) -> int:
             return hook_command(home.path, args.action, args.id)
         if command == "log":
             return log_command(home.path, args.action, lines=args.lines)
+        if command == "pack":
+            return pack_command(home.path, PackOptions(
+                format=args.format, name=args.name, version=args.pack_version, description=args.description,
+                out=args.out, force=args.force, approvals=args.approvals), as_json=args.json)
         if command == "mcp" and args.probe:
             return _probe(home)
         if command == "mcp":
@@ -181,7 +203,19 @@ def _prepare_home(cli_home: str | None) -> ResolvedHome:
     print(f"tfunnel: config home {home.path} ({state}; from {home.source})", file=sys.stderr)
     for tmp in swept:
         log.warning("removed a temp file left by an interrupted write", path=str(tmp))
+    _check_requires(home)
     return home
+
+
+def _check_requires(home: ResolvedHome) -> None:
+    """The home's `requires` entries, advisory: one stderr line per unmet one, never fatal (an
+    invalid toolfunnel.json is the command's to report)."""
+    try:
+        entries = load_settings(home.path).requires
+    except ConfigError:
+        return
+    for line in requires.unmet(entries, os.environ.get("PATH")):
+        print(f"tfunnel: warning: {line}", file=sys.stderr)
 
 
 def _serve(home: ResolvedHome) -> int:

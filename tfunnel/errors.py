@@ -106,3 +106,13 @@ class UpstreamCrashed(UpstreamError):
 class UpstreamBadAnswer(UpstreamError):
     """The upstream answered the request with a line that is not a valid answer (not JSON,
     nested too deeply, `result` not an object, ...); the line itself is never in the message."""
+
+
+class BadArgument(TfunnelError):
+    """A command's argument is refused (`tfunnel pack`, later its `tf_*` tool): the message names
+    the argument and says what is allowed."""
+
+    def __init__(self, argument: str, message: str) -> None:
+        super().__init__(f"{argument}: {message}")
+        self.argument = argument
+        self.message = message
