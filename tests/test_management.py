@@ -186,3 +186,13 @@ async def test_discover_connects_an_upstream_once_without_exposing_it(home: Path
         assert {m["id"]: m["state"] for m in listed}["quiet"] == "disabled"
         briefs = body(await client.call_tool("toolfunnel_list_tools", {"category": "mcp:quiet"}))
         assert briefs["tools"] == []
+
+
+async def test_tf_pack_writes_a_portable_home_under_dist_only(home: Path) -> None:
+    async with http_gateway(home) as gw, Client(f"{gw.url}/mcp", mode="legacy", cache=None) as client:
+        packed = body(await tf(client, "tf_pack", {"out": "copy"}))
+        assert Path(packed["out"]) == (home / "dist" / "copy").resolve() and packed["files"] > 0
+        assert (home / "dist" / "copy" / "tools" / "tools.register.json").is_file()
+        assert not (home / "dist" / "copy" / "logs").exists()
+        for out in ("../elsewhere", "/tmp/x", ".hidden"):
+            assert "must be a folder name" in error_text(await tf(client, "tf_pack", {"out": out}))

@@ -17,7 +17,8 @@ META_TOOL_NAMES = (
 # The management tools (`invoke: {"type": "builtin", "name": ...}`), run in-process by
 # `tfunnel.manage` (which defines them; a test keeps the two lists equal).
 BUILTIN_TOOL_NAMES = ("tf_list", "tf_tool_add", "tf_tool_set", "tf_tool_update", "tf_mcp_add", "tf_mcp_set",
-                      "tf_mcp_discover", "tf_expose", "tf_hook_add", "tf_hook_set", "tf_log", "tf_settings")
+                      "tf_mcp_discover", "tf_expose", "tf_hook_add", "tf_hook_set", "tf_log", "tf_pack",
+                      "tf_settings")
 RESERVED_STATE_KEYS = frozenset({"passthrough"})
 # State keys (and PreToolUse tool names) of the upstreams' prompts and resources.
 PROMPT_PREFIX = "prompt:"

@@ -125,6 +125,12 @@ BUILTINS: Mapping[str, Builtin] = {b.name: b for b in (
             "enable | disable | status of the audit log. Turning it off needs the user's confirmation.",
             _schema({"action": {"enum": ["enable", "disable", "status"]}, "path": _STR}, ["action"]),
             ops_settings.log),
+    Builtin("tf_pack", "Pack this gateway",
+            "Write a portable copy of the home (format home) or a pip-installable project that serves it "
+            "(format python) to dist/<out> in the home.",
+            _schema({"format": {"enum": ["home", "python"]}, "name": _STR, "version": _STR,
+                     "description": {"type": "string"}, "out": _STR, "force": {"type": "boolean"},
+                     "approvals": {"type": "boolean"}}), read=ops_settings.pack_home),
     Builtin("tf_settings", "Gateway settings",
             "Identity, ports, serveLegacy, the instructions cap and gate.* (askFallback, "
             "confirmManagement). They apply after a restart; gate.* changes need the user's confirmation.",

@@ -7,10 +7,13 @@ says which. Any change to `gate.*`, and turning the audit log off, loosens the g
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import PurePosixPath
 from typing import Any
 
 from tfunnel.config.load import SETTINGS
+from tfunnel.errors import BadArgument, ConfigError, ToolFailure
 from tfunnel.manage.edit import Change, current
+from tfunnel.manage.pack import PackOptions, pack
 from tfunnel.manage.plans import Env, Plan, changed_keys, shown
 from tfunnel.observe.audit import LOG_CONFIG, load_log_config
 
@@ -69,3 +72,23 @@ def _records(path: Any) -> int:
             return sum(1 for _ in fh)
     except OSError:
         return 0
+
+
+async def pack_home(env: Env, args: Mapping[str, Any]) -> dict[str, Any]:
+    """`tf_pack`: `tfunnel pack` in-band. Its output goes under the home's `dist/` only (`out` is a
+    folder name there): a tool call never writes elsewhere on the machine."""
+    out = args.get("out")
+    if out is not None and (not isinstance(out, str) or out != PurePosixPath(out).name
+                            or out.startswith(".")):
+        raise ToolFailure(f"out {out!r} must be a folder name; the pack is written to dist/<out> in the home")
+    options = PackOptions(format=str(args.get("format", "home")), name=args.get("name"),
+                          version=args.get("version"), description=args.get("description"),
+                          out=str(env.home / "dist" / out) if out else None,
+                          force=args.get("force") is True, approvals=args.get("approvals") is True)
+    try:
+        result = pack(env.home, options)
+    except (BadArgument, ConfigError) as exc:
+        raise ToolFailure(str(exc)) from None
+    body = result.as_dict()
+    body.pop("ok", None)
+    return body
