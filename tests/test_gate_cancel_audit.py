@@ -99,11 +99,11 @@ async def test_turning_the_log_on_while_serving_takes_effect(home: Path) -> None
                                           capture_stderr=True)
         assert done.returncode == 0
         with trio.fail_after(10):
-            while not any(r.get("via") == "reload" for r in audit_records(home)):
+            while not any(r.get("via") == "file" for r in audit_records(home)):
                 await trio.sleep(0.05)
         await wire.request(1, "tools/call", run_tool(1, "uuid", {})["params"])  # type: ignore[arg-type]
         await wire.close_stdin()
         assert await wire.wait_exit() == 0
     records = audit_records(home)
-    assert [(r["type"], r.get("via")) for r in records[:2]] == [("config", "cli"), ("config", "reload")]
+    assert [(r["type"], r.get("via")) for r in records[:2]] == [("config", "cli"), ("config", "file")]
     assert [r["type"] for r in records[2:]] == ["gate", "tool", "client"]

@@ -20,6 +20,7 @@ from mcp.types import CallToolResult, ElicitResult
 from tests.hooks import decision
 from tests.httpgw import http_gateway
 from tfunnel.config.model import BUILTIN_TOOL_NAMES
+from tfunnel.config.watch import DEBOUNCE_S, POLL_INTERVAL_S
 from tfunnel.manage.builtins import BUILTINS, register_entry
 from tfunnel.manage.edit import Change
 from tfunnel.manage.plans import Plan, question
@@ -126,6 +127,9 @@ async def test_a_client_manages_the_gateway_in_band(home: Path, mode: str) -> No
         disabled = body(await tf(actor, "tf_hook_set", {"id": "no-shout", "action": "disable"}))
         assert disabled["enabled"] is False
         assert body(await watcher.call_tool("shout", {"text": "hi"}))["shouted"] == "HI"
+        packed = body(await tf(actor, "tf_pack", {"out": "after-flow"}))
+        assert (Path(packed["out"]) / "tools" / "scripts" / "shout.py").is_file()
+        await trio.sleep(2 * (POLL_INTERVAL_S + DEBOUNCE_S))  # the watcher had its chance
     assert len(asked) == 2 and all("no-shout" in text and "loosens the gate" in text for text in asked)
     # Every change is audited as made in-band ("tf"), file by file; a legacy session is named.
     config, _, _ = load_log_config(home)
@@ -138,6 +142,8 @@ async def test_a_client_manages_the_gateway_in_band(home: Path, mode: str) -> No
                        ("hooks/hooks.state.json", "disable")]
     by = {r.get("by") for r in records if r.get("via") == "tf"}
     assert (by != {None}) is (mode == "legacy")
+    # The gateway applied its own changes at once: its file watcher did not read them again.
+    assert not [r for r in records if r.get("via") == "file"], records
 
 
 async def test_a_client_that_cannot_be_asked_is_refused_a_loosening_change(home: Path) -> None:

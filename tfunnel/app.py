@@ -106,6 +106,7 @@ def build(home: Path, environ: Mapping[str, str] | None = None, observer: Observ
         for file in files:
             if file in appliers:
                 appliers[file]()
+                read_as[home / file] = signature(home / file)  # applied: the watcher need not
 
     management = Management(Env(home, lambda: live.settings, lambda: live.catalog, supervisor.statistics,
                                 supervisor.discover), audit, apply)
@@ -178,7 +179,8 @@ def watched_files(gateway: Gateway) -> dict[Path, Callable[[], object]]:
     def changed(file: str, apply: Callable[[], object]) -> Callable[[], object]:
         def on_change() -> object:
             applied = apply()
-            audit.record("config", file=file, via="reload", applied=applied not in (False, None))
+            # Changed outside this gateway (an editor, the CLI): `via` says the file was read.
+            audit.record("config", file=file, via="file", applied=applied not in (False, None))
             return applied
         return on_change
 

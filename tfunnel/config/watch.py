@@ -33,14 +33,17 @@ async def watch_files(
     *,
     interval: float = POLL_INTERVAL_S,
     debounce: float = DEBOUNCE_S,
-    seen: Mapping[Path, Signature] | None = None,
+    seen: dict[Path, Signature] | None = None,
 ) -> None:
     """Call `callbacks[path]()` after `path` changes (created, edited, replaced or removed).
 
     `seen` holds the signatures taken just before the files were first read: a change between
-    that read and the start of the watch is then noticed too (instead of becoming the baseline)."""
-    known = {path: (seen[path] if seen is not None and path in seen else signature(path))
-             for path in callbacks}
+    that read and the start of the watch is then noticed too (instead of becoming the baseline).
+    It is the watch's own record from then on, kept current: whoever applies a file itself (the
+    management tools) records the new signature there, and the watch does not apply it again."""
+    known = seen if seen is not None else {}
+    for path in callbacks:
+        known.setdefault(path, signature(path))
     while True:
         await trio.sleep(interval)
         changed = [path for path in callbacks if signature(path) != known[path]]
