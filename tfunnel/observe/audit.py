@@ -18,7 +18,8 @@ Records the gateway writes (SPEC §11):
 - `gate`    `tool`, `decision`, `reason`, `hook`                     a PreToolUse decision
 - `tool`    `name`, `mode`, `ok`, `durationMs`                       a tool run
 - `client`  `event` (`start` | `end`), `session`, `client`           a client session
-- `config`  `file`, `via` (`cli` | `tf` | `ui` | `file`: read by a running gateway), `change`, `by`  a config change
+- `config`  `file`, `via`, `change`, `by`                           a config change; `via` is
+  `cli`, `tf` (in-band, `by` the session), `ui`, or `file` (a running gateway read the file)
 - `upstream` `event` (`connect` | `disconnect` | `restart` | `backoff` | `stopped` | `reload`),
   `upstream`; and `auth` for authorization denials.
 
