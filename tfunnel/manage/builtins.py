@@ -31,7 +31,7 @@ from tfunnel.protocol.results import ToolResult
 from tfunnel.surface.validation import validate_args
 
 _STR: dict[str, Any] = {"type": "string", "minLength": 1}
-_ID: dict[str, Any] = {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$", "maxLength": 128}
+_ID: dict[str, Any] = {"type": "string", "minLength": 1, "maxLength": 128}  # each file checks its id rules
 _OBJ: dict[str, Any] = {"type": "object"}
 
 
