@@ -35,6 +35,8 @@ def refused(home: Path, op: Any, args: dict[str, Any]) -> str:
 # (op, args, a fragment of the refusal)
 REFUSALS: list[tuple[Any, dict[str, Any], str]] = [
     (ops_tools.tool_add, {"id": "echo", "name": "E"}, "already in the register"),
+    (ops_tools.tool_add, {"id": "two words", "name": "E"}, "letters, digits"),
+    (ops_tools.tool_add, {"id": "x" * 129, "name": "E"}, "letters, digits"),
     (ops_tools.tool_add, {"id": "toolfunnel_run_tool", "name": "E"}, "built-in tool"),
     (ops_tools.tool_add, {"id": "tf_list", "name": "E"}, "built-in tool"),
     (ops_tools.tool_add, {"id": "t", "name": "T", "scriptText": "x"}, "scriptText needs invoke"),

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from pathlib import PurePosixPath
 from typing import Any
 
-from tfunnel.config.expose import load_expose
+from tfunnel.config.expose import TOOL_NAME, load_expose
 from tfunnel.config.load import REGISTER, SCRIPTS_DIR, STATE
 from tfunnel.config.model import BUILTIN_TOOL_NAMES, META_TOOL_NAMES
 from tfunnel.config.names import owners
@@ -31,6 +31,9 @@ def tool_add(env: Env, args: Mapping[str, Any]) -> Plan:
     register = current(env.home, REGISTER, EMPTY_REGISTER)
     tool_id = str(args["id"])
     rows = _rows(register)
+    if not TOOL_NAME.fullmatch(tool_id):
+        raise ToolFailure(f"id {tool_id!r} must be 1 to 128 letters, digits, '_', '.' or '-' "
+                          "(it becomes the tool's name on the wire)")
     if tool_id in META_TOOL_NAMES or tool_id in BUILTIN_TOOL_NAMES:
         raise ToolFailure(f"id {tool_id!r} is the name of a built-in tool; choose another id")
     if any(row.get("id") == tool_id for row in rows):
