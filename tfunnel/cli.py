@@ -4,53 +4,42 @@ that failed), 2 usage error, 130/143 after SIGINT/SIGTERM."""
 from __future__ import annotations
 
 import argparse
-import difflib
 import json
 import math
 import os
 import sys
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import structlog
 import trio
 
-from tfunnel import __version__
+from tfunnel import __version__, completion
 from tfunnel import log as logsetup
 from tfunnel.app import BindRefused, build, reaping, run_http, run_stdio, running
-from tfunnel.config.atomic import sweep_temp_files, write_json_atomic
-from tfunnel.config.expose import load_expose
+from tfunnel.config.atomic import sweep_temp_files
 from tfunnel.config.home import ResolvedHome, resolve_home, seed_dir, seed_home
-from tfunnel.config.load import STATE_FILE, load_register, load_settings, load_state
+from tfunnel.config.load import load_register, load_settings, load_state
 from tfunnel.config.model import META_TOOL_NAMES
 from tfunnel.config.names import owners
-from tfunnel.config.validate import read_json
 from tfunnel.errors import ConfigError, ProtocolError
 from tfunnel.home import requires
 from tfunnel.home.check import check_home
 from tfunnel.home.live import Live
+from tfunnel.manage import ops_cmd
 from tfunnel.manage.hook_cmd import hook_command
 from tfunnel.manage.log_cmd import log_command
 from tfunnel.manage.mcp_cmd import AddOptions, add_mcp_arguments, mcp_command, split_argv
+from tfunnel.manage.ops_tools import VISIBILITY_ACTIONS
 from tfunnel.manage.pack import PackOptions, pack_command
 from tfunnel.manage.pack_plan import FORMATS
-from tfunnel.observe.audit import AuditLog
+from tfunnel.manage.tool_cmd import visibility_command
 from tfunnel.surface import meta
 from tfunnel.surface.catalog import Catalog
 from tfunnel.surface.context import CallContext
 from tfunnel.upstream.supervisor import UpstreamStatistics
 
 log = structlog.get_logger("tfunnel.cli")
-
-TOOL_ACTIONS = {
-    "enable": ("enabled", True),
-    "disable": ("enabled", False),
-    "hot": ("hot", True),
-    "unhot": ("hot", False),
-    "hide": ("hidden", True),
-    "unhide": ("hidden", False),
-}
-
 
 def _global_options(parser: argparse.ArgumentParser, *, top: bool) -> None:
     # Sub-parsers repeat the global options with SUPPRESS defaults so that an option given
@@ -60,6 +49,11 @@ def _global_options(parser: argparse.ArgumentParser, *, top: bool) -> None:
                         help="the config home (else TFUNNEL_HOME, TOOLFUNNEL_HOME, ~/.config/tfunnel)")
     parser.add_argument("--log-format", choices=("json", "console"), default=default)
     parser.add_argument("--log-level", choices=logsetup.LEVELS, default="info" if top else default)
+
+
+def common(parser: argparse.ArgumentParser) -> None:
+    """The global options again, on a sub-parser."""
+    _global_options(parser, top=False)
 
 
 def _port(text: str) -> int:
@@ -96,15 +90,18 @@ def parser() -> argparse.ArgumentParser:
         "check": "validate the whole home; print every problem; exit 1 if any",
         "call": "run a tool through the gate and print its result",
         "tools": "list tools with their visibility",
-        "tool": "change a tool's visibility",
-        "hook": "list hooks, or enable, disable or remove one",
+        "tool": "change a tool's visibility; add, update or remove a register tool",
+        "expose": "put an upstream tool on the top level, or take it off",
+        "hook": "list hooks, add one, or enable, disable or remove one",
         "log": "turn the audit log on or off, show its status, or print its last records",
         "mcp": "list, add, enable, disable or remove upstream MCP servers, or reconnect one",
         "pack": "write a portable copy of the home, or a pip-installable project that serves it",
+        "settings": "show the gateway settings, or set some (they apply after a restart)",
+        "completion": "print a shell completion script (bash or zsh)",
     }
     subs = {name: sub.add_parser(name, help=text, description=text) for name, text in commands.items()}
     for s in subs.values():
-        _global_options(s, top=False)
+        common(s)
     subs["serve"].add_argument("--http", action="store_true", help="serve Streamable HTTP instead of stdio")
     subs["serve"].add_argument("--host", default="127.0.0.1",
                                help="HTTP bind address: one in 127.0.0.0/8, ::1 or localhost "
@@ -115,14 +112,21 @@ def parser() -> argparse.ArgumentParser:
                                help="seconds in-flight HTTP calls get to finish at SIGTERM (default 10)")
     subs["call"].add_argument("name", help="a tool id or name, or a meta-tool")
     subs["call"].add_argument("args", nargs="?", default="{}", help="arguments as a JSON object")
-    subs["tool"].add_argument("action", choices=tuple(TOOL_ACTIONS))
-    subs["tool"].add_argument("id", help="the tool's surfaced name (a register id, a meta-tool, or an "
-                              "upstream tool's name, checked by starting that upstream)")
-    subs["tool"].add_argument("--force", action="store_true",
-                              help="write an upstream tool's name without starting its upstream to check it")
-    add_mcp_arguments(subs["mcp"], lambda s: _global_options(s, top=False))
-    subs["hook"].add_argument("action", choices=("list", "enable", "disable", "remove"))
-    subs["hook"].add_argument("id", nargs="?", help="the hook's id (all but list)")
+    ops_cmd.add_tool_arguments(subs["tool"], common, tuple(VISIBILITY_ACTIONS))
+    ops_cmd.add_expose_arguments(subs["expose"], common)
+    add_mcp_arguments(subs["mcp"], common)
+    hook_actions = subs["hook"].add_subparsers(dest="action", metavar="ACTION")
+    hook_actions.required = True
+    for action in ("list", "enable", "disable", "remove"):
+        text = "list hooks" if action == "list" else f"{action} a hook"
+        hook = hook_actions.add_parser(action, help=text, description=text)
+        common(hook)
+        if action != "list":
+            hook.add_argument("id", nargs="?", help="the hook's id")
+    ops_cmd.add_hook_add_arguments(hook_actions, common)
+    subs["hook"].set_defaults(id=None)
+    ops_cmd.add_settings_arguments(subs["settings"], common)
+    subs["completion"].add_argument("shell", choices=("bash", "zsh"))
     subs["log"].add_argument("action", choices=("on", "off", "status", "tail"))
     subs["log"].add_argument("-n", "--lines", type=int, default=20, help="records for tail (default 20)")
     _pack_arguments(subs["pack"])
@@ -158,6 +162,9 @@ def _main(argv: Sequence[str] | None) -> int:
     args = parser().parse_args(head)
     if upstream_command and args.command != "mcp":
         args, upstream_command = parser().parse_args(argv), []
+    if args.command == "completion":  # no home: it is not read, and must not be seeded
+        print(completion.script(parser(), args.shell), end="")
+        return 0
     logsetup.configure(args.log_format, args.log_level)
     home = _prepare_home(args.home)
     command = args.command or "serve"
@@ -172,6 +179,8 @@ def _main(argv: Sequence[str] | None) -> int:
             return _call(home, args.name, args.args)
         if command == "tools":
             return _tools(home)
+        if command == "hook" and args.action == "add":
+            return ops_cmd.hook_add_command(home.path, args)
         if command == "hook":
             if args.action != "list" and not args.id:
                 parser().error(f"hook {args.action} needs a hook id")
@@ -186,7 +195,13 @@ def _main(argv: Sequence[str] | None) -> int:
             return _probe(home)
         if command == "mcp":
             return mcp_command(home.path, args.action, args.id, upstream_command, AddOptions.from_args(args))
-        return _tool(home, args.action, args.id, args.force)
+        if command == "expose":
+            return ops_cmd.expose_command(home.path, args)
+        if command == "settings":
+            return ops_cmd.settings_command(home.path, args)
+        if args.action in VISIBILITY_ACTIONS:
+            return visibility_command(home.path, args)
+        return ops_cmd.tool_command(home.path, args)
     except ConfigError as exc:
         for problem in exc.problems:
             print(f"tfunnel: {problem}", file=sys.stderr)
@@ -343,59 +358,5 @@ def _tools(home: ResolvedHome) -> int:
     return 0
 
 
-def _upstream_tool_names(home: ResolvedHome, upstream_ids: Collection[str]) -> tuple[set[str], str]:
-    """Start `upstream_ids` once and return the names their tools surface as, and why any of
-    them did not come up ("" when all did)."""
-    gateway = build(home.path)
-
-    async def probe() -> tuple[set[str], str]:
-        async with reaping(), running(gateway, upstream_ids):
-            problems = [p for uid in upstream_ids if (p := await gateway.supervisor.wait_ready(uid))]
-            return {tool.surfaced for tool in gateway.live.catalog.upstream}, "; ".join(problems)
-
-    return trio.run(probe)
-
-
 def _yn(flag: bool) -> str:
     return "yes" if flag else "no"
-
-
-def _tool(home: ResolvedHome, action: str, name: str, force: bool) -> int:
-    catalog = Catalog(load_register(home.path), load_state(home.path)[0])
-    expose = load_expose(home.path)
-    known = {r.name for r in catalog.rows()} | {e.as_name for e in expose.expose if e.enabled}
-    problem = ""
-    if name not in known:
-        # An upstream's tool names are known once it listed them: start the upstream that would
-        # own this name (only that one) and look.
-        candidates = owners(name, (u.id for u in expose.upstreams if u.enabled), expose.expose)
-        if candidates and not force:
-            listed, problem = _upstream_tool_names(home, candidates)
-            known |= listed
-        if name not in known and not (force and candidates):
-            near = difflib.get_close_matches(name, sorted(known), n=5, cutoff=0.6)
-            hint = (f"did you mean {', '.join(repr(n) for n in near)}?" if near
-                    else "`tfunnel tools` lists them")
-            why = f" ({problem}; --force writes it anyway)" if problem else ""
-            print(f"tfunnel tool: no tool with surfaced name {name!r}{why}; {hint}", file=sys.stderr)
-            return 1
-    path = home.path / STATE_FILE
-    raw: dict[str, Any] = {}
-    if path.exists():
-        try:
-            loaded = read_json(path, STATE_FILE)
-        except ValueError as exc:
-            print(f"tfunnel tool: {STATE_FILE}: {exc}; fix or remove it first", file=sys.stderr)
-            return 1
-        if not isinstance(loaded, dict):
-            print(f"tfunnel tool: {STATE_FILE} must contain a JSON object; fix or remove it first",
-                  file=sys.stderr)
-            return 1
-        raw = loaded
-    key, value = TOOL_ACTIONS[action]
-    entry = raw.get(name)
-    raw[name] = {**(entry if isinstance(entry, dict) else {}), key: value}
-    write_json_atomic(path, raw)
-    AuditLog(home.path).record("config", file=STATE_FILE, via="cli", change=f"{action} {name}")
-    print(f"{name}: {key} = {str(value).lower()}")
-    return 0

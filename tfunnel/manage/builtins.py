@@ -40,6 +40,13 @@ def _schema(properties: Mapping[str, Any], required: Iterable[str] = ()) -> dict
             "additionalProperties": False}
 
 
+def _nullable(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """`schema`, or null (a patch's null removes the field)."""
+    if "enum" in schema:
+        return {**schema, "enum": [*schema["enum"], None]}
+    return {**schema, "type": [schema["type"], "null"]}
+
+
 _ENTRY = {"name": _STR, "summary": {"type": "string"}, "category": {"type": "string"},
           "instructions": {"type": "string"}, "inputSchema": _OBJ,
           "mode": {"enum": ["gateway", "reference"]},
@@ -90,7 +97,8 @@ BUILTINS: Mapping[str, Builtin] = {b.name: b for b in (
                     ["id", "action"]), ops_tools.tool_set),
     Builtin("tf_tool_update", "Change a register tool",
             "Patch a register tool's fields (null removes one) and/or rewrite its script (scriptText).",
-            _schema({"id": _ID, "patch": _schema({k: v for k, v in _ENTRY.items() if k != "scriptText"}),
+            _schema({"id": _ID, "patch": _schema({k: _nullable(v) for k, v in _ENTRY.items()
+                                                  if k != "scriptText"}),
                      "scriptText": _ENTRY["scriptText"]}, ["id"]), ops_tools.tool_update),
     Builtin("tf_mcp_add", "Attach an upstream MCP server",
             "Add an upstream (stdio command, or a url for http/websocket) and optionally expose tools; "

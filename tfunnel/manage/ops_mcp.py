@@ -1,4 +1,5 @@
-"""Upstream servers and the expose list: `tf_mcp_add`, `tf_mcp_set`, `tf_expose` (plans only).
+"""Upstream servers and the expose list: `tf_mcp_add`, `tf_mcp_set`, `tf_expose`, and the CLI's
+`expose_remove` (plans only).
 
 An upstream row is written with the fields of `mcp/expose.json` as given (the same names, checked
 by the file's own parser). Adding an upstream that opts out of the isolation guard
@@ -89,6 +90,29 @@ def expose(env: Env, args: Mapping[str, Any]) -> Plan:
     if renamed is not None:
         result["renamed"], result["notices"] = list(renamed.changes), list(renamed.notices)
     return Plan(result, Change(f"expose {shown(entry)}", documents))
+
+
+def expose_remove(env: Env, args: Mapping[str, Any]) -> Plan:
+    """Drop an expose entry (the CLI's `tfunnel expose remove`): the tool goes back to its
+    default name, `<upstream>_<tool>`, reached through the meta-tools; hook matchers and state
+    follow that rename, or it is refused, as for `expose`."""
+    before = current(env.home, EXPOSE, empty_document())
+    document = current(env.home, EXPOSE, empty_document())
+    _, exposed = _lists(document)
+    upstream_id, tool = str(args["upstream"]), str(args["tool"])
+    entry = next((e for e in exposed if isinstance(e, dict) and e.get("upstream") == upstream_id
+                  and e.get("tool") == tool), None)
+    if entry is None:
+        known = [f"{e.get('upstream')}/{e.get('tool')}" for e in exposed if isinstance(e, dict)]
+        raise ToolFailure(f"no expose entry for tool {tool!r} of upstream {upstream_id!r} "
+                          f"(exposed: {', '.join(known) or 'none'})")
+    exposed.remove(entry)
+    documents: dict[Any, dict[str, Any]] = {EXPOSE: document}
+    result: dict[str, Any] = {"removed": entry}
+    renamed = _follow_renames(env, before, document, documents)
+    if renamed is not None:
+        result["renamed"], result["notices"] = list(renamed.changes), list(renamed.notices)
+    return Plan(result, Change(f"stop exposing {shown(entry)}", documents))
 
 
 def _follow_renames(env: Env, before: dict[str, Any], after: dict[str, Any],
