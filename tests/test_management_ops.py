@@ -136,6 +136,12 @@ def test_an_expose_rename_carries_exact_matchers_and_state_or_refuses(home: Path
     assert next(r for r in rows if r["id"] == "exact")["matcher"] == "say"
     state = json.loads((home / "tools" / "tools.state.json").read_text())
     assert state.get("say") == {"hidden": True} and "demo_echo" not in state
+    # Taken off again: the name goes back, and so do the matcher and the state entry.
+    run(home, ops_mcp.expose, {"upstream": "demo", "tool": "echo", "remove": True})
+    rows = json.loads((home / "hooks" / "hooks.manifest.json").read_text())["hooks"]
+    assert next(r for r in rows if r["id"] == "exact")["matcher"] == "demo_echo"
+    assert json.loads((home / "tools" / "tools.state.json").read_text()).get("demo_echo") == {"hidden": True}
+    run(home, ops_mcp.expose, {"upstream": "demo", "tool": "echo", "as": "say"})
     run(home, ops_hooks.hook_add, {"id": "loose", "event": "PreToolUse", "matcher": "s.y",
                                    "command": "true"})
     before = (home / "mcp" / "expose.json").read_bytes()

@@ -114,9 +114,11 @@ BUILTINS: Mapping[str, Builtin] = {b.name: b for b in (
             "prompts and resources, or why it does not come up.",
             _schema({"id": _ID}, ["id"]), read=ops_mcp.discover),
     Builtin("tf_expose", "Expose an upstream tool",
-            "Put an upstream tool on the top level (curated-direct), optionally under another name.",
+            "Put an upstream tool on the top level (curated-direct), optionally under another name; "
+            "remove: true takes it off again (back to <upstream>_<tool>).",
             _schema({"upstream": _ID, "tool": _STR, "as": {"type": "string"}, "category": {"type": "string"},
-                     "enabled": {"type": "boolean"}}, ["upstream", "tool"]), ops_mcp.expose),
+                     "enabled": {"type": "boolean"}, "remove": {"type": "boolean"}}, ["upstream", "tool"]),
+            ops_mcp.expose),
     Builtin("tf_hook_add", "Add a policy hook",
             "Add a hook (a command, or a script via scriptText in hooks/scripts/); enabled unless said.",
             _schema({"id": _ID, "event": {"enum": ["PreToolUse", "PostToolUse", "SessionStart", "Stop",

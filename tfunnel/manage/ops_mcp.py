@@ -70,6 +70,8 @@ def mcp_set(env: Env, args: Mapping[str, Any]) -> Plan:
 
 
 def expose(env: Env, args: Mapping[str, Any]) -> Plan:
+    if args.get("remove") is True:
+        return expose_remove(env, args)
     before = current(env.home, EXPOSE, empty_document())
     document = current(env.home, EXPOSE, empty_document())
     upstreams, exposed = _lists(document)
