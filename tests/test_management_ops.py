@@ -168,3 +168,17 @@ def test_a_crash_while_writing_leaves_each_file_old_or_new(home: Path,
         run(home, ops_tools.tool_add, {"id": "t", "name": "T", "invoke": SCRIPT, "scriptText": "print(1)"})
     assert register.read_bytes() == before
     assert not [p for p in home.rglob("*") if p.name.endswith(edit.TEMP_SUFFIX)]
+
+
+def test_a_display_name_change_carries_exact_matchers_or_refuses(home: Path) -> None:
+    """Hooks match a local tool's display name too: an exact one follows the new name; a pattern
+    that would stop firing refuses the change, naming the hook."""
+    run(home, ops_hooks.hook_add, {"id": "by-title", "event": "PreToolUse", "matcher": "Echo",
+                                   "command": "true"})
+    run(home, ops_tools.tool_update, {"id": "echo", "patch": {"name": "Echo back"}})
+    rows = json.loads((home / "hooks" / "hooks.manifest.json").read_text())["hooks"]
+    assert next(r for r in rows if r["id"] == "by-title")["matcher"] == "Echo back"
+    run(home, ops_hooks.hook_add, {"id": "loose", "event": "PreToolUse", "matcher": "Echo b.*",
+                                   "command": "true"})
+    why = refused(home, ops_tools.tool_update, {"id": "echo", "patch": {"name": "Repeat"}})
+    assert "loose" in why

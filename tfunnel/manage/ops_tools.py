@@ -16,8 +16,11 @@ from tfunnel.config.load import REGISTER, SCRIPTS_DIR, STATE
 from tfunnel.config.model import BUILTIN_TOOL_NAMES, META_TOOL_NAMES
 from tfunnel.config.names import owners
 from tfunnel.errors import ConfigError, ToolFailure
+from tfunnel.gate.manifest import MANIFEST
 from tfunnel.manage.edit import Change, Script, current
+from tfunnel.manage.ops_hooks import EMPTY_MANIFEST
 from tfunnel.manage.plans import Env, Plan, changed_keys, shown
+from tfunnel.manage.rename import Refusal, ToolNames, plan_rename
 
 EMPTY_REGISTER: Mapping[str, Any] = {"version": 1, "tools": []}
 ENTRY_FIELDS = ("name", "summary", "category", "instructions", "inputSchema", "mode", "invoke", "timeoutS")
@@ -69,8 +72,11 @@ def tool_update(env: Env, args: Mapping[str, Any]) -> Plan:
     if row == before and not scripts:
         raise ToolFailure(f"nothing to change for tool {tool_id!r}: give a patch or scriptText")
     what = ", ".join(changed_keys(before, row)) or "its script"
+    documents: dict[Any, dict[str, Any]] = {REGISTER: register}
+    if isinstance(row.get("name"), str) and row["name"] != before.get("name"):
+        _follow_display(env, tool_id, str(before.get("name", "")), row["name"], documents)
     change = Change(f"update tool {tool_id!r} ({what}: {shown({k: row.get(k) for k in patch})})",
-                    {REGISTER: register}, scripts)
+                    documents, scripts)
     return Plan({"id": tool_id, "entry": row, **({"scriptPath": scripts[0].relative} if scripts else {})},
                 change)
 
@@ -102,6 +108,19 @@ def tool_set(env: Env, args: Mapping[str, Any]) -> Plan:
         loosens = f"{name!r} was disabled by an operator"
     return Plan({"id": name, "action": action, key: value, "state": entry},
                 Change(f"{action} tool {name!r}", {STATE: state}), loosens)
+
+
+def _follow_display(env: Env, tool_id: str, old: str, new: str, documents: dict[Any, dict[str, Any]]) -> None:
+    """A new display name: hooks matching exactly the old one follow it (`manage.rename`); refused,
+    naming the hook, when a pattern would stop firing for the tool."""
+    manifest = current(env.home, MANIFEST, EMPTY_MANIFEST)
+    state = current(env.home, STATE, {})
+    plan = plan_rename(ToolNames(tool_id, tool_id, old), ToolNames(tool_id, tool_id, new),
+                       manifest.get("hooks", []), state)
+    if isinstance(plan, Refusal):
+        raise ToolFailure("nothing was changed: " + "; ".join(plan.reasons))
+    if plan.manifest_rows != manifest.get("hooks", []):
+        documents[MANIFEST] = {**manifest, "hooks": plan.manifest_rows}
 
 
 def _known(env: Env, name: str) -> bool:
