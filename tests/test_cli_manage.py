@@ -291,3 +291,24 @@ async def test_a_change_from_the_cli_reaches_a_connected_client(home: Path, tmp_
     assert [(r["file"], r["via"]) for r in config if r.get("via") == "cli"] == [
         ("tools/scripts/shout.py", "cli"), ("tools/tools.register.json", "cli"),
         ("tools/tools.state.json", "cli"), ("mcp/expose.json", "cli")]
+
+
+async def test_tfunnel_tools_lists_upstream_tools_live_or_cached(home: Path) -> None:
+    """`tfunnel tools` shows the upstream tools a gateway of this home listed, without starting
+    any upstream: live while that gateway runs, then as cached (saying when)."""
+    async def tools() -> str:
+        with trio.fail_after(60):
+            done = await trio.run_process(gateway_argv(home, "tools"), capture_stdout=True,
+                                          capture_stderr=True)
+        return str(done.stdout.decode())
+
+    first = await tools()
+    assert "none listed yet" in first, first
+    async with gateway(home) as wire:
+        await wire.initialize()
+        shown = await tools()
+        assert "live, from the gateway running as pid" in shown and "demo_ping" in shown
+        await wire.close_stdin()
+        assert await wire.wait_exit() == 0
+    shown = await tools()
+    assert "as listed at" in shown and "no gateway runs now" in shown and "demo_ping" in shown

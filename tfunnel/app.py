@@ -24,6 +24,7 @@ from tfunnel.gate.engine import HookEngine
 from tfunnel.gate.manifest import HOOK_STATE_FILE, MANIFEST_FILE
 from tfunnel.home.check import runtime as runtime_checks
 from tfunnel.home.files import HomeReading, read_home
+from tfunnel.home.listing import Listed, ListingCache
 from tfunnel.home.live import Live
 from tfunnel.manage.builtins import Management
 from tfunnel.manage.plans import Env
@@ -91,7 +92,7 @@ def build(home: Path, environ: Mapping[str, str] | None = None, observer: Observ
                       lambda level: supervisor.set_log_level(level))
     supervisor = Supervisor(Context(home, env, settings.limits,
                                     Identity(settings.client_name, settings.client_version),
-                                    live.upstreams_changed, notices.upstream_notice))
+                                    _keeping_listing(home, live), notices.upstream_notice))
     live.ready_tools = supervisor.ready_tools
     live.ready_lists = supervisor.ready_lists
     # One bound on the processes of the whole gateway, tools and hooks alike.
@@ -120,6 +121,31 @@ def build(home: Path, environ: Mapping[str, str] | None = None, observer: Observ
     gateway = Gateway(home, live, audit, gate, supervisor, surface, router, read_as)
     appliers.update(live_appliers(gateway))
     return gateway
+
+
+def _keeping_listing(home: Path, live: Live) -> Callable[[], None]:
+    """`live.upstreams_changed`, which also keeps the home's upstream tool listing for the command
+    line (`home.listing`): each ready upstream's tools as listed now; an upstream that went down
+    (or a gateway that stopped) keeps its last listing; one no longer configured leaves it."""
+    cache = ListingCache(home)
+    kept: dict[str, tuple[Listed, ...]] = {}
+
+    def changed() -> None:
+        live.upstreams_changed()
+        ready = set(live.ready_tools())
+        listed: dict[str, list[Listed]] = {}
+        for tool in live.catalog.upstream:
+            listed.setdefault(tool.upstream, []).append(Listed(tool.upstream, tool.tool, tool.surfaced,
+                                                               tool.display))
+        configured = [u.id for u in live.expose.upstreams]
+        now = {uid: tuple(listed.get(uid, ())) if uid in ready else kept.get(uid, ())
+               for uid in configured if uid in ready or uid in kept}
+        if now != kept:
+            kept.clear()
+            kept.update(now)
+            cache.write(tool for tools in now.values() for tool in tools)
+
+    return changed
 
 
 def server_instructions(supervisor: Supervisor, settings: Settings) -> str:

@@ -25,6 +25,7 @@ from tfunnel.config.names import owners
 from tfunnel.errors import ConfigError, ProtocolError
 from tfunnel.home import requires
 from tfunnel.home.check import check_home
+from tfunnel.home.listing import read_listing
 from tfunnel.home.live import Live
 from tfunnel.manage import ops_cmd
 from tfunnel.manage.hook_cmd import hook_command
@@ -355,7 +356,24 @@ def _tools(home: ResolvedHome) -> int:
         v = r.visibility
         print(f"{r.name:<{width}}  {r.kind:<6} {_yn(v.enabled):<7} {_yn(v.hot):<5} {_yn(v.hidden):<6} "
               f"{r.mode:<10} {r.category}")
+    _upstream_tools(home, catalog)
     return 0
+
+
+def _upstream_tools(home: ResolvedHome, catalog: Catalog) -> None:
+    """The upstream tools as the gateway of this home last listed them, saying from when."""
+    listing = read_listing(home.path)
+    if listing is None:
+        print("\nupstream tools: none listed yet (a gateway on this home lists them once it runs)")
+        return
+    source = f"live, from the gateway running as pid {listing.pid}" if listing.live \
+        else f"as listed at {listing.written} (no gateway runs now)"
+    print(f"\nupstream tools ({source}):")
+    width = max((len(t.surfaced) for t in listing.tools), default=4)
+    for tool in listing.tools:
+        v = catalog.visibility(tool.surfaced, "upstream")
+        print(f"{tool.surfaced:<{width}}  upstream {_yn(v.enabled):<7} {_yn(v.hot):<5} {_yn(v.hidden):<6} "
+              f"{tool.upstream}/{tool.tool}")
 
 
 def _yn(flag: bool) -> str:
