@@ -312,3 +312,23 @@ async def test_tfunnel_tools_lists_upstream_tools_live_or_cached(home: Path) -> 
         assert await wire.wait_exit() == 0
     shown = await tools()
     assert "as listed at" in shown and "no gateway runs now" in shown and "demo_ping" in shown
+
+
+LISTINGS = [(("tools",), {"tools", "upstream"}), (("hook", "list"), {"hooks"}), (("mcp", "list"), {"mcps"}),
+            (("log", "status"), {"enabled", "path"})]
+
+
+@pytest.mark.parametrize(("argv", "keys"), LISTINGS)
+def test_listing_commands_print_json_for_scripts(home: Path, argv: tuple[str, ...],
+                                                 keys: set[str]) -> None:
+    """Every listing has --json: the same result the in-band tf_list / tf_log gives, with ok."""
+    done = tfunnel(home, *argv, "--json")
+    assert done.returncode == 0, done.stderr
+    body = json.loads(done.stdout)
+    assert body["ok"] is True and keys <= set(body)
+
+
+def test_log_json_goes_with_status_only(home: Path) -> None:
+    done = tfunnel(home, "log", "on", "--json")
+    assert done.returncode == 2 and "--json goes with" in done.stderr
+    assert not (home / "logs" / "log.config.json").exists()

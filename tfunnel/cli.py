@@ -27,7 +27,7 @@ from tfunnel.home import requires
 from tfunnel.home.check import check_home
 from tfunnel.home.listing import read_listing
 from tfunnel.home.live import Live
-from tfunnel.manage import ops_cmd
+from tfunnel.manage import list_cmd, ops_cmd
 from tfunnel.manage.hook_cmd import hook_command
 from tfunnel.manage.log_cmd import log_command
 from tfunnel.manage.mcp_cmd import AddOptions, add_mcp_arguments, mcp_command, split_argv
@@ -124,12 +124,16 @@ def parser() -> argparse.ArgumentParser:
         common(hook)
         if action != "list":
             hook.add_argument("id", nargs="?", help="the hook's id")
+        else:
+            _listing_json(hook)
     ops_cmd.add_hook_add_arguments(hook_actions, common)
     subs["hook"].set_defaults(id=None)
     ops_cmd.add_settings_arguments(subs["settings"], common)
     subs["completion"].add_argument("shell", choices=("bash", "zsh"))
     subs["log"].add_argument("action", choices=("on", "off", "status", "tail"))
     subs["log"].add_argument("-n", "--lines", type=int, default=20, help="records for tail (default 20)")
+    _listing_json(subs["tools"])
+    _listing_json(subs["log"])
     _pack_arguments(subs["pack"])
     return p
 
@@ -145,6 +149,11 @@ def _pack_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--approvals", action="store_true", help="include mcp/tool-approvals.json")
     p.add_argument("--force", action="store_true", help="write into a non-empty --out (its other files stay)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
+
+
+def _listing_json(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", dest="listing_json", action="store_true",
+                        help="print the listing as JSON (the in-band tf_list's result)")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -178,6 +187,11 @@ def _main(argv: Sequence[str] | None) -> int:
             return _check(home)
         if command == "call":
             return _call(home, args.name, args.args)
+        if getattr(args, "listing_json", False) and not getattr(args, "probe", False):
+            if command == "log" and args.action != "status":
+                parser().error("--json goes with `tfunnel log status`")
+            kind = {"tools": "tools", "hook": "hooks", "mcp": "mcps", "log": "log"}[command]
+            return list_cmd.print_listing(home.path, kind)
         if command == "tools":
             return _tools(home)
         if command == "hook" and args.action == "add":

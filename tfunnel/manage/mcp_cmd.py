@@ -156,6 +156,8 @@ def add_mcp_arguments(
         if action == "list":
             sub.add_argument("--probe", action="store_true",
                              help="start every enabled upstream, show its live state, stop them")
+            sub.add_argument("--json", dest="listing_json", action="store_true",
+                             help="print the upstreams and their expose entries as JSON (tf_list's result)")
         else:
             sub.add_argument("id", help="the upstream's id")
         if action == "add":
