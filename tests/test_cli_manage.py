@@ -332,3 +332,19 @@ def test_log_json_goes_with_status_only(home: Path) -> None:
     done = tfunnel(home, "log", "on", "--json")
     assert done.returncode == 2 and "--json goes with" in done.stderr
     assert not (home / "logs" / "log.config.json").exists()
+
+
+def test_a_home_from_before_gets_the_management_tools(home: Path) -> None:
+    """A register without the tf_* entries (seeded before they shipped) gets exactly the missing
+    ones; a second run adds nothing; the in-band path refuses builtin invokes."""
+    path = home / "tools" / "tools.register.json"
+    register = json.loads(path.read_text())
+    register["tools"] = [t for t in register["tools"] if t["id"] not in ("tf_list", "tf_pack")]
+    path.write_text(json.dumps(register))
+    done = tfunnel(home, "tool", "add-management", "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["added"] == ["tf_list", "tf_pack"]
+    ids = [t["id"] for t in json.loads(path.read_text())["tools"]]
+    assert "tf_list" in ids and "tf_pack" in ids
+    again = tfunnel(home, "tool", "add-management", "--json")
+    assert json.loads(again.stdout)["added"] == []

@@ -20,11 +20,12 @@ from typing import Any
 
 import trio
 
+from tfunnel.config.load import REGISTER
 from tfunnel.config.model import BUILTIN_TOOL_NAMES, ToolEntry
 from tfunnel.errors import ToolFailure
 from tfunnel.gate.gated import AskUser, NeedsInput
 from tfunnel.manage import ops_hooks, ops_list, ops_mcp, ops_settings, ops_tools
-from tfunnel.manage.edit import commit
+from tfunnel.manage.edit import Change, commit, current
 from tfunnel.manage.plans import Env, Plan, question
 from tfunnel.observe.audit import AuditLog
 from tfunnel.protocol.results import ToolResult
@@ -160,6 +161,21 @@ def register_entry(builtin: Builtin) -> dict[str, Any]:
     """The register entry that ships a management tool (`conf/tools/tools.register.json`)."""
     return {"id": builtin.name, "name": builtin.title, "summary": builtin.summary, "category": "management",
             "inputSchema": dict(builtin.input_schema), "invoke": {"type": "builtin", "name": builtin.name}}
+
+
+def add_management(env: Env, args: Mapping[str, Any]) -> Plan:
+    """Add the management tools a register lacks (a home seeded before they shipped); the
+    command line's `tfunnel tool add-management` (in-band, `invoke.type` builtin is reserved)."""
+    register = current(env.home, REGISTER, {"version": 1, "tools": []})
+    rows = register.setdefault("tools", [])
+    if not isinstance(rows, list):
+        raise ToolFailure(f"{REGISTER.name}: \"tools\" is not a list; fix the file first")
+    have = {row.get("id") for row in rows if isinstance(row, dict)}
+    missing = [name for name in BUILTINS if name not in have]
+    rows += [register_entry(BUILTINS[name]) for name in missing]
+    change = Change(f"add the management tools {', '.join(missing)}", {REGISTER: register}) \
+        if missing else None
+    return Plan({"added": missing}, change)
 
 
 class Management:

@@ -22,7 +22,7 @@ from tfunnel.config.load import SCRIPTS_DIR, load_register, load_settings, load_
 from tfunnel.config.model import Settings
 from tfunnel.errors import ConfigError, ToolFailure
 from tfunnel.manage import ops_mcp, ops_settings
-from tfunnel.manage.builtins import BUILTINS
+from tfunnel.manage.builtins import BUILTINS, add_management
 from tfunnel.manage.edit import commit
 from tfunnel.manage.output import fail, succeed
 from tfunnel.manage.plans import Env, Plan
@@ -141,6 +141,7 @@ def add_tool_arguments(parser: argparse.ArgumentParser, common: Common, visibili
                         help="rewrite the tool's script with this file's text")
     remove = _sub(actions, "remove", "remove a register tool and its state (its script stays)", common)
     remove.add_argument("id", help="the tool's id")
+    _sub(actions, "add-management", "add the management tools (tf_*) the register lacks", common)
 
 
 def add_expose_arguments(parser: argparse.ArgumentParser, common: Common) -> None:
@@ -199,6 +200,16 @@ def _sub(actions: Any, name: str, text: str, common: Common) -> argparse.Argumen
 def tool_command(home: Path, args: argparse.Namespace) -> int:
     as_json = getattr(args, "json", False)
     prefix = "tfunnel tool:"
+    if args.action == "add-management":
+        try:
+            plan = add_management(cli_env(home), {})
+            if plan.change is not None:
+                commit(home, plan.change, AuditLog(home), via="cli")
+        except ToolFailure as exc:
+            return fail(prefix, str(exc), as_json=as_json)
+        added = plan.result["added"]
+        return succeed(plan.result, f"added {', '.join(added)}" if added else "nothing to add: the register "
+                       "has every management tool", as_json=as_json)
     if args.action == "remove":
         return run_op(home, "tf_tool_set", lambda: {"id": args.id, "action": "remove"},
                       lambda r: f"{r['id']}: removed", prefix=prefix, as_json=as_json)
