@@ -9,7 +9,7 @@ import pytest
 import trio
 
 from tfunnel.protocol.jsonrpc import PARSE_ERROR, Request
-from tfunnel.serve.asgi import json_response, read_message
+from tfunnel.serve.asgi import Stream, json_response, read_message
 
 pytestmark = pytest.mark.timeout(10)
 
@@ -106,3 +106,34 @@ async def test_json_response_escapes_what_utf8_cannot_carry() -> None:
         await json_response(exchange.send, 200, {"jsonrpc": "2.0", "id": 1, "result": {"t": "\ud800 ü"}})
     assert exchange.status == 200
     assert exchange.json() == {"jsonrpc": "2.0", "id": 1, "result": {"t": "\ud800 ü"}}
+
+
+def big(n: int, size: int) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": n, "result": {"blob": "x" * size}}
+
+
+@pytest.mark.trio_clock
+async def test_an_sse_stream_bounds_what_a_client_makes_us_hold_in_bytes() -> None:
+    """The queue takes at most MAX_QUEUED_BYTES (a bigger message only into an empty queue); the
+    answers waiting for room past MAX_WAITING_BYTES behind a write in progress disconnect the
+    client at once, without waiting for the stuck-write timer."""
+    queue, queued = trio.open_memory_channel[bytes](64)
+    stuck: list[float] = []
+    stream = Stream(queue, lambda: stuck.append(trio.current_time()))
+    stream.MAX_QUEUED_BYTES = stream.MAX_WAITING_BYTES = 1000
+    await stream.deliver(big(1, 5000))  # larger than the cap: an empty queue takes it
+    assert stream.queued_bytes > 5000 and not stuck
+    stream.send_nowait(big(2, 10))  # no room now: dropped (lossy), not held
+    assert queued.statistics().current_buffer_used == 1
+    stream.writing_since = trio.current_time()  # the pump is in a write that does not complete
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(stream.deliver, big(3, 600))
+        await trio.sleep(0.2)
+        assert not stuck and stream.waiting_bytes > 600  # waits: under the waiting cap, not stuck yet
+        nursery.start_soon(stream.deliver, big(4, 600))  # now over MAX_WAITING_BYTES
+        await trio.sleep(0.1)
+        assert stuck and stuck[0] < 1.0  # at once, well before STUCK_S
+        nursery.cancel_scope.cancel()
+    data = await queued.receive()
+    stream.written(data)
+    assert stream.queued_bytes == 0

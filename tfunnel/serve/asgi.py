@@ -61,16 +61,26 @@ class ChannelPeer:
 class Stream:
     """A session's outbound queue and the task that writes it to the client: whether that task is
     stuck in a write (the client stopped reading) or merely behind (a burst it is draining). It is
-    the reply channel of a 2024 SSE session's connection (`send`, `send_nowait`)."""
+    the reply channel of a 2024 SSE session's connection (`send`, `send_nowait`).
+
+    Messages are queued as the bytes that go out, and what one client makes us hold is bounded in
+    bytes as well as in messages: the queue takes at most `MAX_QUEUED_BYTES` (a message larger
+    than that only into an empty queue), and the answers waiting for room at most
+    `MAX_WAITING_BYTES` while a write is in progress; beyond that, or when a write has been stuck
+    for `STUCK_S`, the client counts as not reading and is disconnected."""
 
     # A write that has not completed for this long while the queue is full means the client is
     # not reading: waiting longer would only hold more answers in memory for it.
     STUCK_S = 1.0
+    MAX_QUEUED_BYTES = 16 * 1024 * 1024
+    MAX_WAITING_BYTES = 16 * 1024 * 1024
 
-    def __init__(self, channel: trio.MemorySendChannel[dict[str, Any]], on_stuck: Callable[[], None]) -> None:
+    def __init__(self, channel: trio.MemorySendChannel[bytes], on_stuck: Callable[[], None]) -> None:
         self.channel = channel
         self._on_stuck = on_stuck
         self.writing_since: float | None = None
+        self.queued_bytes = 0  # queued, not yet written
+        self.waiting_bytes = 0  # in deliveries waiting for room
 
     async def write(self, send: Send, event: dict[str, Any]) -> None:
         """The pump's write to the client, timed."""
@@ -80,23 +90,43 @@ class Stream:
         finally:
             self.writing_since = None
 
+    def written(self, data: bytes) -> None:
+        """The pump took `data` off the queue and wrote it."""
+        self.queued_bytes -= len(data)
+
+    def _put(self, data: bytes) -> bool:
+        if self.queued_bytes and self.queued_bytes + len(data) > self.MAX_QUEUED_BYTES:
+            return False
+        try:
+            self.channel.send_nowait(data)
+        except trio.WouldBlock:
+            return False
+        self.queued_bytes += len(data)
+        return True
+
     async def deliver(self, message: dict[str, Any]) -> None:
-        """Queue `message`; while the queue is full, wait as long as the pump makes progress, and
-        disconnect the client (`on_stuck`) once a write of its has been stuck for `STUCK_S`."""
-        while True:
-            try:
-                self.channel.send_nowait(message)
+        """Queue `message`; while there is no room, wait as long as the pump makes progress, and
+        disconnect the client (`on_stuck`) once a write of its has been stuck for `STUCK_S`, or
+        more than `MAX_WAITING_BYTES` wait behind a write in progress."""
+        data = sse(message)
+        try:
+            if self._put(data):
                 return
-            except trio.WouldBlock:
-                since = self.writing_since
-                if since is not None and trio.current_time() - since >= self.STUCK_S:
-                    log.warning("client is not reading its stream; disconnecting it",
-                                method=message.get("method"))
-                    self._on_stuck()
-                    return
-                await trio.sleep(0.05)
-            except (trio.ClosedResourceError, trio.BrokenResourceError):
-                return  # the stream has ended already
+            self.waiting_bytes += len(data)
+            try:
+                while not self._put(data):
+                    since = self.writing_since
+                    if since is not None and (trio.current_time() - since >= self.STUCK_S
+                                              or self.waiting_bytes > self.MAX_WAITING_BYTES):
+                        log.warning("client is not reading its stream; disconnecting it",
+                                    method=message.get("method"), waiting_bytes=self.waiting_bytes)
+                        self._on_stuck()
+                        return
+                    await trio.sleep(0.05)
+            finally:
+                self.waiting_bytes -= len(data)
+        except (trio.ClosedResourceError, trio.BrokenResourceError):
+            return  # the stream has ended already
 
     async def send(self, message: dict[str, Any]) -> None:
         await self.deliver(message)
@@ -104,8 +134,9 @@ class Stream:
     def send_nowait(self, message: dict[str, Any]) -> None:
         """Queue `message` if there is room; dropped otherwise (progress is lossy)."""
         try:
-            self.channel.send_nowait(message)
-        except (trio.WouldBlock, trio.ClosedResourceError, trio.BrokenResourceError):
+            if not self._put(sse(message)):
+                log.debug("message dropped", method=message.get("method"))
+        except (trio.ClosedResourceError, trio.BrokenResourceError):
             log.debug("message dropped", method=message.get("method"))
 
 

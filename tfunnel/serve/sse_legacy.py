@@ -10,7 +10,6 @@ and the session is forgotten.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 import structlog
 import trio
@@ -29,7 +28,6 @@ from tfunnel.serve.asgi import (
     plain,
     read_message,
     rpc_error,
-    sse,
 )
 from tfunnel.serve.connection import MAX_INFLIGHT, Connection, Service
 from tfunnel.serve.sessions import SessionStore
@@ -61,7 +59,7 @@ class LegacySse:
             await rpc_error(send, 503, None, jsonrpc.INTERNAL_ERROR, "Too many sessions")
             return
         session_id = session.client.id
-        queue, queued = trio.open_memory_channel[dict[str, Any]](QUEUE)
+        queue, queued = trio.open_memory_channel[bytes](QUEUE)
         session.streams += 1
         try:
             async with trio.open_nursery() as nursery:
@@ -125,9 +123,12 @@ class LegacySse:
         return hang_up
 
     @staticmethod
-    async def _pump(queued: trio.MemoryReceiveChannel[dict[str, Any]], stream: Stream, send: Send) -> None:
+    async def _pump(queued: trio.MemoryReceiveChannel[bytes], stream: Stream, send: Send) -> None:
         while True:
-            with trio.move_on_after(KEEPALIVE_S) as idle:
-                message = await queued.receive()
-            body = b": keep-alive\n\n" if idle.cancelled_caught else sse(message)
+            data: bytes | None = None
+            with trio.move_on_after(KEEPALIVE_S):
+                data = await queued.receive()
+            body = b": keep-alive\n\n" if data is None else data
             await stream.write(send, {"type": "http.response.body", "body": body, "more_body": True})
+            if data is not None:
+                stream.written(data)
