@@ -65,6 +65,17 @@ REFUSALS: list[tuple[Any, dict[str, Any], str]] = [
     (ops_mcp.mcp_set, {"id": "nope", "action": "enable"}, "no upstream with id 'nope'"),
     (ops_mcp.expose, {"upstream": "nope", "tool": "t"}, "no upstream with id 'nope'"),
     (ops_settings.settings, {"httpPort": 0}, "httpPort"),
+    # Never another tool's or hook's code (a hook's script rewritten would switch it off unasked).
+    (ops_tools.tool_add, {"id": "t", "name": "T", "scriptText": "x",
+                          "invoke": {"type": "script", "path": "tools/scripts/echo.py"}}, "exists"),
+    (ops_hooks.hook_add, {"id": "h", "event": "PreToolUse", "script": "deny_dangerous.py",
+                          "scriptText": "x"}, "exists"),
+    # The audit log goes to logs/ only: never over a config file, nor elsewhere on the machine.
+    (ops_settings.log, {"action": "enable", "path": "tools/tools.register.json"},
+     "must be a file in logs/"),
+    (ops_settings.log, {"action": "enable", "path": "/etc/passwd"}, "must be a file in logs/"),
+    (ops_settings.log, {"action": "enable", "path": "logs/../toolfunnel.json"}, "must be a file in logs/"),
+    (ops_settings.log, {"action": "enable", "path": "logs/log.config.json"}, "must be a file in logs/"),
 ]
 
 

@@ -36,6 +36,9 @@ def hook_add(env: Env, args: Mapping[str, Any]) -> Plan:
         if not name or str(path.parent) not in (".", HOOK_SCRIPTS):
             raise ToolFailure(f'scriptText needs "script": a file name in {HOOK_SCRIPTS}/ (e.g. "check.py")')
         scripts = (Script(HOOK_SCRIPTS, path.name, str(args["scriptText"])),)
+        if (env.home / scripts[0].relative).exists():
+            # Another hook's code: rewriting it could switch that hook off without a confirmation.
+            raise ToolFailure(f"{scripts[0].relative} exists; give the new hook a script name of its own")
         row["script"] = f"{HOOK_SCRIPTS}/{path.name}"
         row.setdefault("command", _runner(path.name))
     if "command" not in row:

@@ -59,11 +59,21 @@ def log(env: Env, args: Mapping[str, Any]) -> Plan:
     document = current(env.home, LOG_CONFIG, {})
     document["enabled"] = action == "enable"
     if "path" in args:
-        document["path"] = args["path"]
+        document["path"] = _log_path(str(args["path"]))
     loosens = "the audit log stops recording" if action == "disable" and config.enabled else None
     return Plan({"enabled": action == "enable", "path": document.get("path", str(config.path))},
                 Change(f"{action} the audit log" + (f" at {args['path']!r}" if "path" in args else ""),
                        {LOG_CONFIG: document}), loosens)
+
+
+def _log_path(path: str) -> str:
+    """An audit log path a tool call may set: a file in the home's `logs/` (never a config file,
+    nor anywhere else on the machine)."""
+    pure = PurePosixPath(path)
+    if pure.is_absolute() or ".." in pure.parts or len(pure.parts) != 2 or pure.parts[0] != "logs" \
+            or pure.name.startswith(".") or pure.name == "log.config.json":
+        raise ToolFailure(f"path {path!r} must be a file in logs/ (e.g. \"logs/audit.jsonl\")")
+    return str(pure)
 
 
 def _records(path: Any) -> int:

@@ -43,6 +43,9 @@ def tool_add(env: Env, args: Mapping[str, Any]) -> Plan:
         raise ToolFailure(f"id {tool_id!r} is already in the register; use tf_tool_update to change it")
     entry: dict[str, Any] = {"id": tool_id, **{k: args[k] for k in ENTRY_FIELDS if k in args}}
     scripts = _script(entry, args)
+    for script in scripts:  # another tool's (or a helper module's) code is not ours to replace
+        if (env.home / script.relative).exists():
+            raise ToolFailure(f"{script.relative} exists; tf_tool_update rewrites a tool's own script")
     rows.append(entry)
     change = Change(f"add tool {tool_id!r} {shown(entry)}", {REGISTER: register}, scripts)
     result: dict[str, Any] = {"id": tool_id, "entry": entry}
