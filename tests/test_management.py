@@ -92,14 +92,15 @@ async def test_a_client_manages_the_gateway_in_band(home: Path, mode: str) -> No
     """Add a script tool, run it, promote it hot, attach an upstream and expose one of its tools,
     add a deny hook that then blocks a call, try to disable that hook (asked: declined → still
     enforced; accepted → disabled); each step seen by a second client, with no restart."""
-    answers = ["decline", "accept"]
     asked: list[str] = []
     (home / "logs").mkdir(exist_ok=True)
     (home / "logs" / "log.config.json").write_text(json.dumps({"enabled": True}))
 
     async def confirm(context: Any, params: Any) -> ElicitResult:
+        """The user: accepts every change, except the first attempt to disable the hook."""
         asked.append(params.message)
-        action = answers.pop(0)
+        declined = "disable hook" in params.message and sum("disable hook" in m for m in asked) == 1
+        action = "decline" if declined else "accept"
         return ElicitResult(action=action, content={} if action == "accept" else None)  # type: ignore[arg-type]
 
     async with http_gateway(home) as gw, \
@@ -134,7 +135,12 @@ async def test_a_client_manages_the_gateway_in_band(home: Path, mode: str) -> No
         packed = body(await tf(actor, "tf_pack", {"out": "after-flow"}))
         assert (Path(packed["out"]) / "tools" / "scripts" / "shout.py").is_file()
         await trio.sleep(2 * (POLL_INTERVAL_S + DEBOUNCE_S))  # the watcher had its chance
-    assert len(asked) == 2 and all("no-shout" in text and "loosens the gate" in text for text in asked)
+    # Each change that runs code the hooks do not check (the script, the upstream's command, the
+    # hook's command) was put to the user, and so was the hook's disabling, twice.
+    assert [text.split("(")[1].split(")")[0] for text in asked] == [
+        "tf_tool_add", "tf_mcp_add", "tf_hook_add", "tf_hook_set", "tf_hook_set"]
+    assert all("loosens the gate" in text for text in asked)
+    assert "shout.py" in asked[0] and "mock_upstream" in asked[1] and "no shouting here" in asked[2]
     # Every change is audited as made in-band ("tf"), file by file; a legacy session is named.
     config, _, _ = load_log_config(home)
     records = [json.loads(line) for line in config.path.read_text().splitlines()]
@@ -154,13 +160,19 @@ async def test_a_client_that_cannot_be_asked_is_refused_a_loosening_change(home:
     """Without elicitation the user cannot confirm: the change is refused, pointing to the CLI, and
     the hook stays on."""
     manifest = home / "hooks" / "hooks.manifest.json"
+    rows = json.loads(manifest.read_text())
+    rows["hooks"].append({"id": "h", "event": "PreToolUse", "matcher": "nothing", "type": "command",
+                          "command": decision("deny", "x"), "enabled": True})
+    manifest.write_text(json.dumps(rows))
+    before = manifest.read_bytes()
     async with http_gateway(home) as gw, Client(f"{gw.url}/mcp", mode="legacy", cache=None) as client:
-        body(await tf(client, "tf_hook_add", {"id": "h", "event": "PreToolUse", "matcher": "nothing",
-                                              "command": decision("deny", "x")}))
-        before = manifest.read_bytes()
         refused = error_text(await tf(client, "tf_hook_set", {"id": "h", "action": "remove"}))
         assert "cannot ask" in refused and "command line" in refused
-        assert manifest.read_bytes() == before
+        # Adding a hook runs a command outside the gate: refused the same way.
+        added = error_text(await tf(client, "tf_hook_add", {"id": "h2", "event": "PreToolUse",
+                                                            "command": "true"}))
+        assert "cannot ask" in added
+    assert manifest.read_bytes() == before
 
 
 async def test_a_deny_on_tf_tool_add_leaves_the_register_byte_identical(home: Path) -> None:
@@ -185,7 +197,11 @@ async def test_discover_connects_an_upstream_once_without_exposing_it(home: Path
     mock = {"id": "quiet", "command": sys.executable, "args": ["-m", "tfunnel.testing.mock_upstream"],
             "enabled": False}
     broken = {"id": "broken", "command": "/no/such/server", "enabled": False}
-    async with http_gateway(home) as gw, Client(f"{gw.url}/mcp", mode="legacy", cache=None) as client:
+    async def accept(context: Any, params: Any) -> ElicitResult:
+        return ElicitResult(action="accept", content={})
+
+    async with http_gateway(home) as gw, Client(f"{gw.url}/mcp", mode="legacy", cache=None,
+                                                elicitation_callback=accept) as client:
         for upstream in (mock, broken):
             body(await tf(client, "tf_mcp_add", upstream))
         found = body(await tf(client, "tf_mcp_discover", {"id": "quiet"}))

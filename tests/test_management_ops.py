@@ -52,7 +52,10 @@ REFUSALS: list[tuple[Any, dict[str, Any], str]] = [
     (ops_tools.tool_update, {"id": "echo", "patch": {"id": "other"}}, 'may not change "id"'),
     (ops_tools.tool_update, {"id": "echo", "patch": {"colour": "red"}}, "unknown field(s) colour"),
     (ops_tools.tool_update, {"id": "echo", "patch": {}}, "nothing to change"),
-    (ops_tools.tool_update, {"id": "tf_list", "patch": {"summary": "s"}}, "reserved"),
+    (ops_tools.tool_update, {"id": "tf_list", "patch": {"summary": "s"}}, "is a management tool"),
+    (ops_tools.tool_update, {"id": "echo", "patch": {"invoke": {"type": "script",
+                                                                 "path": "tools/scripts/b64.py"}},
+                             "scriptText": "x"}, "another tool's script"),
     (ops_tools.tool_set, {"id": "nope", "action": "hot"}, "no tool named 'nope'"),
     (ops_tools.tool_set, {"id": "nope", "action": "remove"}, "no register tool"),
     (ops_hooks.hook_add, {"id": "h", "event": "PreToolUse"}, 'needs "command"'),
@@ -72,10 +75,17 @@ REFUSALS: list[tuple[Any, dict[str, Any], str]] = [
                           "scriptText": "x"}, "exists"),
     # The audit log goes to logs/ only: never over a config file, nor elsewhere on the machine.
     (ops_settings.log, {"action": "enable", "path": "tools/tools.register.json"},
-     "must be a file in logs/"),
-    (ops_settings.log, {"action": "enable", "path": "/etc/passwd"}, "must be a file in logs/"),
-    (ops_settings.log, {"action": "enable", "path": "logs/../toolfunnel.json"}, "must be a file in logs/"),
-    (ops_settings.log, {"action": "enable", "path": "logs/log.config.json"}, "must be a file in logs/"),
+     "file in logs/"),
+    (ops_settings.log, {"action": "enable", "path": "/etc/passwd"}, "file in logs/"),
+    (ops_settings.log, {"action": "enable", "path": "logs/../toolfunnel.json"}, "file in logs/"),
+    (ops_settings.log, {"action": "enable", "path": "logs/log.config.json"}, "file in logs/"),
+    (ops_settings.log, {"action": "enable", "path": "logs/" + "a" * 300 + ".jsonl"}, "at most 200 bytes"),
+    (ops_settings.log, {"action": "enable", "path": "logs/a\u0000b.jsonl"}, "file in logs/"),
+    (ops_hooks.hook_add, {"id": "h", "event": "Stop", "command": "true", "description": "a\u0000b"},
+     "NUL character"),
+    (ops_tools.tool_add, {"id": "t", "name": "T",
+                          "invoke": {"type": "script", "path": "tools/scripts/" + "a" * 300},
+                          "scriptText": "x"}, "bare file name"),
 ]
 
 
@@ -104,9 +114,18 @@ def test_what_loosens_the_gate(home: Path) -> None:
     assert ops_hooks.hook_set(env, {"id": "on", "action": "remove"}).loosens
     assert ops_hooks.hook_set(env, {"id": "off", "action": "remove"}).loosens is None
     assert ops_hooks.hook_set(env, {"id": "off", "action": "enable"}).loosens is None
-    opted = ops_mcp.mcp_add(env, {"id": "x", "command": "c", "allowOutsidePaths": True})
+    opted = ops_mcp.mcp_add(env, {"id": "x", "url": "https://example.com/mcp", "allowOutsidePaths": True})
     assert opted.loosens is not None and "allowOutsidePaths" in opted.loosens
-    assert ops_mcp.mcp_add(env, {"id": "x", "command": "c"}).loosens is None
+    assert ops_mcp.mcp_add(env, {"id": "x", "url": "https://example.com/mcp"}).loosens is None
+    # Code the hooks do not check: an upstream's command, a hook's command, a tool's shell or script.
+    started = ops_mcp.mcp_add(env, {"id": "x", "command": "evil", "args": ["A" * 400, "--x"]}).loosens
+    assert started is not None and "evil" in started and "--x" in started  # whole, not cut short
+    assert ops_hooks.hook_add(env, {"id": "new", "event": "PreToolUse", "command": "true"}).loosens
+    shell = {"type": "shell", "command": "ls"}
+    assert ops_tools.tool_add(env, {"id": "t", "name": "T", "invoke": shell}).loosens
+    assert ops_tools.tool_add(env, {"id": "t", "name": "T", "invoke": SCRIPT, "scriptText": "x"}).loosens
+    assert ops_tools.tool_add(env, {"id": "t", "name": "T", "mode": "reference"}).loosens is None
+    assert ops_tools.tool_update(env, {"id": "echo", "patch": {"summary": "s"}}).loosens is None
     assert ops_settings.settings(env, {"gate": {"askFallback": "allow"}}).loosens
     assert ops_settings.settings(env, {"serverName": "n"}).loosens is None
     assert ops_settings.settings(env, {}).change is None  # nothing to change, nothing written
@@ -175,7 +194,7 @@ def test_a_crash_while_writing_leaves_each_file_old_or_new(home: Path,
         real_replace(src, dst)
 
     monkeypatch.setattr(os, "replace", crash)
-    with pytest.raises(OSError):
+    with pytest.raises(ToolFailure, match="could not be written"):
         run(home, ops_tools.tool_add, {"id": "t", "name": "T", "invoke": SCRIPT, "scriptText": "print(1)"})
     assert register.read_bytes() == before
     assert not [p for p in home.rglob("*") if p.name.endswith(edit.TEMP_SUFFIX)]

@@ -25,7 +25,7 @@ from tfunnel.config.model import BUILTIN_TOOL_NAMES, ToolEntry
 from tfunnel.errors import ToolFailure
 from tfunnel.gate.gated import AskUser, NeedsInput
 from tfunnel.manage import ops_hooks, ops_list, ops_mcp, ops_settings, ops_tools
-from tfunnel.manage.edit import Change, commit, current
+from tfunnel.manage.edit import Change, commit, current, encodable
 from tfunnel.manage.plans import Env, Plan, question
 from tfunnel.observe.audit import AuditLog
 from tfunnel.protocol.results import ToolResult
@@ -201,6 +201,8 @@ class Management:
         if builtin is None:
             raise ToolFailure(f"{entry.id!r} names no management tool of this version")
         validate_args(builtin.name, builtin.input_schema, args)
+        if not encodable(args):  # a lone surrogate: nothing we could write, ask about or log
+            raise ToolFailure(f"{entry.id}: an argument holds a string that is not valid Unicode")
         if builtin.read is not None:
             return _result(await builtin.read(self._env, args))
         assert builtin.plan is not None

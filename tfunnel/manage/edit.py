@@ -10,6 +10,7 @@ leaves every file old or new, never torn, and never a register naming a script t
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -17,12 +18,12 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from tfunnel.config.atomic import TEMP_SUFFIX, write_atomic, write_json_atomic
-from tfunnel.config.files import ConfigFile
+from tfunnel.config.files import ConfigFile, nul_characters
 from tfunnel.config.validate import Fields, Missing, read_json
 from tfunnel.errors import ConfigError, ConfigProblem, ToolFailure
 from tfunnel.observe.audit import AuditLog
 
-__all__ = ["TEMP_SUFFIX", "Change", "Script", "commit", "current", "safe_path", "validate"]
+__all__ = ["TEMP_SUFFIX", "Change", "Script", "commit", "current", "encodable", "safe_path", "validate"]
 
 # The most a script a management tool writes may hold.
 MAX_SCRIPT_BYTES = 1024 * 1024
@@ -68,19 +69,36 @@ def current(home: Path, spec: ConfigFile[Any], empty: Mapping[str, Any]) -> dict
 
 def validate(home: Path, change: Change) -> None:
     """Raise `ToolFailure` naming every problem when a new document would not load."""
-    problems: list[ConfigProblem] = []
+    problems: list[str] = []
     for spec, document in change.documents.items():
         found: list[ConfigProblem] = []
         spec.parse(home, document, Fields(spec.name, found, []))
-        problems += found
+        problems += [str(p) for p in found]
+        # What a start would refuse too (a read checks these before parsing).
+        problems += [f"{spec.name}: {entry + ' ' if entry else ''}{field} contains a NUL character"
+                     for entry, field in nul_characters(document)]
+        if not encodable(document):
+            problems.append(f"{spec.name}: a string is not valid Unicode (a lone surrogate)")
+    for script in change.scripts:
+        if not encodable(script.text) or "\0" in script.text:
+            problems.append(f"the script {script.relative} is not valid text")
     if problems:
-        raise ToolFailure("nothing was changed: " + "; ".join(str(p) for p in problems))
+        raise ToolFailure("nothing was changed: " + "; ".join(problems))
 
 
 def commit(home: Path, change: Change, audit: AuditLog, *, via: str, by: str = "") -> list[str]:
     """Validate, then write the scripts and the documents (each atomically) and audit each file;
-    return the files written (relative to the home)."""
+    return the files written (relative to the home). A write the system refuses (a full disk, a
+    name too long) raises `ToolFailure`; what was written before it stays whole."""
     validate(home, change)
+    try:
+        return _write(home, change, audit, via=via, by=by)
+    except OSError as exc:
+        raise ToolFailure(f"the change could not be written ({exc.strerror or exc}); files already "
+                          "written are whole, the rest unchanged") from None
+
+
+def _write(home: Path, change: Change, audit: AuditLog, *, via: str, by: str) -> list[str]:
     written: list[str] = []
     for script in change.scripts:
         data = script.text.encode("utf-8")
@@ -101,10 +119,20 @@ def commit(home: Path, change: Change, audit: AuditLog, *, via: str, by: str = "
 def safe_path(home: Path, folder: str, name: str) -> Path:
     """`home/folder/name` for a bare file name (no folders, no dot files), or `ToolFailure`."""
     pure = PurePosixPath(name)
-    if not name or name != pure.name or name.startswith(".") or "\\" in name or "\0" in name:
+    if not name or name != pure.name or name.startswith(".") or "\\" in name or "\0" in name \
+            or not encodable(name) or len(name.encode("utf-8")) > 200 \
+            or any(ord(c) < 32 for c in name):
         raise ToolFailure(f"script file name {name!r} must be a bare file name inside {folder}/ "
                           "(no folders, not starting with a dot)")
     return home / folder / name
+
+
+def encodable(value: Any) -> bool:
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except (UnicodeError, ValueError, TypeError):
+        return False
+    return True
 
 
 def _copy(value: Any) -> Any:

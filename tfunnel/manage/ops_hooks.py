@@ -7,14 +7,15 @@ Disabling or removing a hook that is on loosens the gate.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from pathlib import PurePosixPath
 from typing import Any
 
 from tfunnel.errors import ToolFailure
 from tfunnel.gate.manifest import HOOK_STATE, MANIFEST
-from tfunnel.manage.edit import Change, Script, current
-from tfunnel.manage.plans import Env, Plan, shown
+from tfunnel.manage.edit import Change, Script, current, safe_path
+from tfunnel.manage.plans import Env, Plan, runs, shown
 
 EMPTY_MANIFEST: Mapping[str, Any] = {"version": 1, "hooks": []}
 HOOK_SCRIPTS = "hooks/scripts"
@@ -36,7 +37,7 @@ def hook_add(env: Env, args: Mapping[str, Any]) -> Plan:
         if not name or str(path.parent) not in (".", HOOK_SCRIPTS):
             raise ToolFailure(f'scriptText needs "script": a file name in {HOOK_SCRIPTS}/ (e.g. "check.py")')
         scripts = (Script(HOOK_SCRIPTS, path.name, str(args["scriptText"])),)
-        if (env.home / scripts[0].relative).exists():
+        if safe_path(env.home, HOOK_SCRIPTS, path.name).exists():
             # Another hook's code: rewriting it could switch that hook off without a confirmation.
             raise ToolFailure(f"{scripts[0].relative} exists; give the new hook a script name of its own")
         row["script"] = f"{HOOK_SCRIPTS}/{path.name}"
@@ -44,8 +45,12 @@ def hook_add(env: Env, args: Mapping[str, Any]) -> Plan:
     if "command" not in row:
         raise ToolFailure('a hook needs "command" (or "script" with "scriptText")')
     rows.append(row)
+    # A hook's command runs as the gateway, outside the gate: it could switch other hooks off.
+    why = runs(f"hook {hook_id!r}", row["command"])
+    if scripts:
+        why += f", with the script {scripts[0].relative}: {json.dumps(scripts[0].text, ensure_ascii=False)}"
     return Plan({"id": hook_id, "hook": row, "scriptWritten": bool(scripts)},
-                Change(f"add hook {hook_id!r} {shown(row)}", {MANIFEST: manifest}, scripts))
+                Change(f"add hook {hook_id!r} {shown(row)}", {MANIFEST: manifest}, scripts), why)
 
 
 def hook_set(env: Env, args: Mapping[str, Any]) -> Plan:

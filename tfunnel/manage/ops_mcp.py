@@ -18,7 +18,7 @@ from tfunnel.errors import ConfigError, ToolFailure
 from tfunnel.gate.manifest import MANIFEST
 from tfunnel.manage.edit import Change, current, validate
 from tfunnel.manage.ops_hooks import EMPTY_MANIFEST
-from tfunnel.manage.plans import Env, Plan, shown
+from tfunnel.manage.plans import Env, Plan, runs, shown
 from tfunnel.manage.rename import Refusal, RenamePlan, expose_renames, plan_renames
 
 GUARD_OPT_OUTS = ("allowOutsidePaths", "allowCodeLoadingEnv")
@@ -40,7 +40,13 @@ def mcp_add(env: Env, args: Mapping[str, Any]) -> Plan:
         exposed.append(entry)
         entries.append(entry)
     opted = [k for k in GUARD_OPT_OUTS if row.get(k) is True]
-    loosens = f"the upstream opts out of the isolation guard ({', '.join(opted)})" if opted else None
+    reasons = []
+    if "command" in row:  # a stdio upstream: a program the gateway starts
+        reasons.append(runs(f"upstream {upstream_id!r}", {k: row[k] for k in ("command", "args", "env", "cwd")
+                                                          if k in row}))
+    if opted:
+        reasons.append(f"it opts out of the isolation guard ({', '.join(opted)})")
+    loosens = "; ".join(reasons) or None
     return Plan({"upstream": row, "exposed": entries},
                 Change(f"add upstream {upstream_id!r} {shown(row)}"
                        + (f" exposing {shown(entries)}" if entries else ""), {EXPOSE: document}), loosens)
@@ -61,7 +67,11 @@ def mcp_set(env: Env, args: Mapping[str, Any]) -> Plan:
                               if not (isinstance(e, dict) and e.get("upstream") == upstream_id)]
         result["removed"] = True
     elif action in ("enable", "disable"):
+        was_off = row.get("enabled") is False
         row["enabled"] = result["enabled"] = action == "enable"
+        if action == "enable" and was_off:
+            return Plan(result, Change(f"enable upstream {upstream_id!r}", {EXPOSE: document}),
+                        f"upstream {upstream_id!r} was disabled by an operator")
     elif action in ("pin", "unpin"):
         row["legacyPin"] = result["legacyPin"] = action == "pin"
     else:  # reconnect: a new stamp is a changed definition, which restarts it (a stopped one too)
@@ -83,15 +93,18 @@ def expose(env: Env, args: Mapping[str, Any]) -> Plan:
     if entry is None:
         entry = {"upstream": upstream_id, "tool": tool}
         exposed.append(entry)
+    was_off = entry.get("enabled") is False
     for key in EXPOSE_FIELDS:
         if key in args:
             entry[key] = args[key]
+    reenabled = was_off and entry.get("enabled") is not False
     documents: dict[Any, dict[str, Any]] = {EXPOSE: document}
     result: dict[str, Any] = {"entry": entry}
     renamed = _follow_renames(env, before, document, documents)
     if renamed is not None:
         result["renamed"], result["notices"] = list(renamed.changes), list(renamed.notices)
-    return Plan(result, Change(f"expose {shown(entry)}", documents))
+    return Plan(result, Change(f"expose {shown(entry)}", documents),
+                f"the expose entry was disabled by an operator: {shown(entry)}" if reenabled else None)
 
 
 def expose_remove(env: Env, args: Mapping[str, Any]) -> Plan:

@@ -71,8 +71,11 @@ def _log_path(path: str) -> str:
     nor anywhere else on the machine)."""
     pure = PurePosixPath(path)
     if pure.is_absolute() or ".." in pure.parts or len(pure.parts) != 2 or pure.parts[0] != "logs" \
-            or pure.name.startswith(".") or pure.name == "log.config.json":
-        raise ToolFailure(f"path {path!r} must be a file in logs/ (e.g. \"logs/audit.jsonl\")")
+            or pure.name.startswith(".") or pure.suffix not in (".jsonl", ".log") \
+            or len(path.encode("utf-8", "surrogatepass")) > 200 or any(ord(c) < 32 for c in path) \
+            or any(0xD800 <= ord(c) <= 0xDFFF for c in path):
+        raise ToolFailure(f"path {path!r} must be a .jsonl or .log file in logs/ (e.g. "
+                          "\"logs/audit.jsonl\"), at most 200 bytes")
     return str(pure)
 
 
@@ -89,7 +92,8 @@ async def pack_home(env: Env, args: Mapping[str, Any]) -> dict[str, Any]:
     folder name there): a tool call never writes elsewhere on the machine."""
     out = args.get("out")
     if out is not None and (not isinstance(out, str) or out != PurePosixPath(out).name
-                            or out.startswith(".")):
+                            or out.startswith(".") or any(ord(c) < 32 or 0xD800 <= ord(c) <= 0xDFFF
+                                                          for c in out)):
         raise ToolFailure(f"out {out!r} must be a folder name; the pack is written to dist/<out> in the home")
     options = PackOptions(format=str(args.get("format", "home")), name=args.get("name"),
                           version=args.get("version"), description=args.get("description"),

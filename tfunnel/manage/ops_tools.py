@@ -17,9 +17,9 @@ from tfunnel.config.model import BUILTIN_TOOL_NAMES, META_TOOL_NAMES
 from tfunnel.config.names import owners
 from tfunnel.errors import ConfigError, ToolFailure
 from tfunnel.gate.manifest import MANIFEST
-from tfunnel.manage.edit import Change, Script, current
+from tfunnel.manage.edit import Change, Script, current, safe_path
 from tfunnel.manage.ops_hooks import EMPTY_MANIFEST
-from tfunnel.manage.plans import Env, Plan, changed_keys, shown
+from tfunnel.manage.plans import Env, Plan, changed_keys, runs, shown
 from tfunnel.manage.rename import Refusal, ToolNames, plan_rename
 
 EMPTY_REGISTER: Mapping[str, Any] = {"version": 1, "tools": []}
@@ -44,20 +44,24 @@ def tool_add(env: Env, args: Mapping[str, Any]) -> Plan:
     entry: dict[str, Any] = {"id": tool_id, **{k: args[k] for k in ENTRY_FIELDS if k in args}}
     scripts = _script(entry, args)
     for script in scripts:  # another tool's (or a helper module's) code is not ours to replace
-        if (env.home / script.relative).exists():
+        if safe_path(env.home, script.folder, script.name).exists():
             raise ToolFailure(f"{script.relative} exists; tf_tool_update rewrites a tool's own script")
     rows.append(entry)
     change = Change(f"add tool {tool_id!r} {shown(entry)}", {REGISTER: register}, scripts)
     result: dict[str, Any] = {"id": tool_id, "entry": entry}
     if scripts:
         result["scriptPath"] = scripts[0].relative
-    return Plan(result, change)
+    return Plan(result, change, _new_code(tool_id, entry, scripts))
 
 
 def tool_update(env: Env, args: Mapping[str, Any]) -> Plan:
     register = current(env.home, REGISTER, EMPTY_REGISTER)
     tool_id = str(args["id"])
     row = _row(register, tool_id)
+    if isinstance(row.get("invoke"), Mapping) and row["invoke"].get("type") == "builtin":
+        raise ToolFailure(f"{tool_id!r} is a management tool: its entry is the code's (an operator "
+                          "restores a changed one with `tfunnel tool add-management`)")
+    old_path = row.get("invoke", {}).get("path") if isinstance(row.get("invoke"), Mapping) else None
     patch = dict(args.get("patch") or {})
     if "id" in patch:
         raise ToolFailure('patch may not change "id" (remove the tool and add it under the new id)')
@@ -72,6 +76,13 @@ def tool_update(env: Env, args: Mapping[str, Any]) -> Plan:
         else:
             row[key] = value
     scripts = _script(row, args)
+    for script in scripts:  # its own script only: never another tool's (or a shared helper's)
+        others = [r.get("id") for r in _rows(register) if isinstance(r, dict) and r is not row
+                  and isinstance(r.get("invoke"), Mapping) and r["invoke"].get("path") == script.relative]
+        existing = safe_path(env.home, script.folder, script.name).exists()
+        if others or (script.relative != old_path and existing):
+            raise ToolFailure(f"{script.relative} is another tool's script, or an existing file; "
+                              "scriptText rewrites the tool's own script only")
     if row == before and not scripts:
         raise ToolFailure(f"nothing to change for tool {tool_id!r}: give a patch or scriptText")
     what = ", ".join(changed_keys(before, row)) or "its script"
@@ -80,8 +91,9 @@ def tool_update(env: Env, args: Mapping[str, Any]) -> Plan:
         _follow_display(env, tool_id, str(before.get("name", "")), row["name"], documents)
     change = Change(f"update tool {tool_id!r} ({what}: {shown({k: row.get(k) for k in patch})})",
                     documents, scripts)
+    new_code = _new_code(tool_id, row, scripts) if scripts or "invoke" in patch else None
     return Plan({"id": tool_id, "entry": row, **({"scriptPath": scripts[0].relative} if scripts else {})},
-                change)
+                change, new_code)
 
 
 def tool_set(env: Env, args: Mapping[str, Any]) -> Plan:
@@ -124,6 +136,17 @@ def _follow_display(env: Env, tool_id: str, old: str, new: str, documents: dict[
         raise ToolFailure("nothing was changed: " + "; ".join(plan.reasons))
     if plan.manifest_rows != manifest.get("hooks", []):
         documents[MANIFEST] = {**manifest, "hooks": plan.manifest_rows}
+
+
+def _new_code(tool_id: str, entry: Mapping[str, Any], scripts: tuple[Script, ...]) -> str | None:
+    """Why a tool's new entry loosens the gate: it runs a shell command, or a script it brings
+    (the hooks check its calls' arguments, not what its code does)."""
+    invoke = entry.get("invoke")
+    if scripts:
+        return runs(f"tool {tool_id!r}", {"script": scripts[0].relative, "text": scripts[0].text})
+    if isinstance(invoke, Mapping) and invoke.get("type") in ("shell", "script"):
+        return runs(f"tool {tool_id!r}", dict(invoke))
+    return None
 
 
 def _known(env: Env, name: str) -> bool:

@@ -48,8 +48,15 @@ def question(policy: ConfirmManagement, tool: str, plan: Plan) -> str | None:
     names the exact change, so an answer to it answers for that change only."""
     if plan.change is None or policy == "none" or (policy == "loosening" and plan.loosens is None):
         return None
-    why = f" This loosens the gate: {plan.loosens}." if plan.loosens else ""
-    return f"A tool call ({tool}) asks to {plan.change.summary}.{why} Allow this change?"
+    if plan.loosens:  # what makes it matter comes first, whole (the summary may be shortened)
+        return (f"A tool call ({tool}) asks for a change that loosens the gate: {plan.loosens}. "
+                f"The change: {plan.change.summary}. Allow this change?")
+    return f"A tool call ({tool}) asks to {plan.change.summary}. Allow this change?"
+
+
+def runs(what: str, command: Any) -> str:
+    """A loosening reason for code the gate does not check (the command shown whole)."""
+    return f"{what} runs code the policy hooks do not check: {json.dumps(command, ensure_ascii=False)}"
 
 
 def shown(value: Any) -> str:
