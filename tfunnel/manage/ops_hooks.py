@@ -2,7 +2,8 @@
 
 Enable and disable write the `hooks.state.json` overlay (which wins) and mirror the value into the
 manifest row, as `tfunnel hook` does; remove drops the row and its overlay key (a script stays).
-Disabling or removing a hook that is on loosens the gate.
+Adding a hook loosens the gate (its command runs as the gateway, where no hook looks), and so
+does disabling or removing one that is on.
 """
 
 from __future__ import annotations

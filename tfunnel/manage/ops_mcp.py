@@ -2,8 +2,9 @@
 `expose_remove` (plans only).
 
 An upstream row is written with the fields of `mcp/expose.json` as given (the same names, checked
-by the file's own parser). Adding an upstream that opts out of the isolation guard
-(`allowOutsidePaths`, `allowCodeLoadingEnv`) loosens the gate.
+by the file's own parser). Adding a stdio upstream (a command the gateway starts), or one that
+opts out of the isolation guard (`allowOutsidePaths`, `allowCodeLoadingEnv`), loosens the gate;
+so does re-enabling an upstream or an expose entry an operator disabled.
 """
 
 from __future__ import annotations

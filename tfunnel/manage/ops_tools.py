@@ -2,7 +2,9 @@
 
 Each returns a `Plan` (`manage.plans`); nothing here writes. Entries are written in the
 register's own JSON shape, unknown fields of other entries kept as they are. A script a tool
-brings (`scriptText`) goes to `tools/scripts/` under a bare file name, and only there.
+brings (`scriptText`) goes to `tools/scripts/` under a bare file name, only there, and never
+over another tool's. A tool that runs a shell command or a script it brings loosens the gate (the
+hooks check its arguments, not its code), and so does re-enabling one an operator disabled.
 """
 
 from __future__ import annotations
