@@ -337,3 +337,14 @@ def _text(data: bytes | str | None) -> str:
     if data is None:
         return ""
     return data if isinstance(data, str) else data.decode(errors="replace")
+
+
+def assert_passed(result: ConformanceResult, scenario: str, spec_version: str | None) -> None:
+    """A server scenario ran and passed against its baseline: checks, exit 0, at least one
+    success, and a failure only where the check itself says it could not be tested."""
+    assert not result.not_applicable, f"{scenario} did not run at {spec_version}"
+    assert result.checks, result.summary()
+    assert result.exit_status == 0, result.summary()
+    assert any(check.status == SUCCESS for check in result.checks)
+    failing = {check.id for check in result.checks if check.status == FAILURE}
+    assert all(check.untestable for check in result.checks if check.id in failing), result.summary()

@@ -6,9 +6,7 @@ both eras: what a client gets directly, it gets through tfunnel, under the surfa
 from __future__ import annotations
 
 import base64
-import os
 import re
-import subprocess
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -23,7 +21,7 @@ from tests.test_interop_setup import free_port
 from tests.test_modern_stdio import modern
 from tests.test_real_upstreams import EVERYTHING_SERVER, direct, everything_upstream, write_expose
 from tests.test_sdk_stdio import payload, sdk_client
-from tests.wire import gateway, kill_group
+from tests.wire import gateway, loopback_server
 from tfunnel.route.methods import INSTRUCTIONS
 from tfunnel.surface.instructions import TRIM_MARKER, clean
 
@@ -166,25 +164,8 @@ async def test_server_instructions_carry_the_upstreams_own(home: Path, mode: str
 async def everything_over_http() -> AsyncIterator[str]:
     """server-everything in its own Streamable HTTP mode on a loopback port; yields its /mcp URL."""
     port = free_port()
-    proc = await trio.lowlevel.open_process(
-        [str(EVERYTHING_SERVER), "streamableHttp"], env={**os.environ, "PORT": str(port)},
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        start_new_session=True)
-    try:
-        with trio.fail_after(20):
-            while True:
-                assert proc.returncode is None, f"server-everything exited {proc.returncode}"
-                try:
-                    stream = await trio.open_tcp_stream("127.0.0.1", port)
-                except OSError:
-                    await trio.sleep(0.1)
-                    continue
-                await stream.aclose()
-                break
+    async with loopback_server([str(EVERYTHING_SERVER), "streamableHttp"], port, {"PORT": str(port)}):
         yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        with trio.CancelScope(shield=True):
-            await kill_group(proc)
 
 
 @pytest.mark.parametrize("mode", ERAS)

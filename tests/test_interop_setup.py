@@ -27,7 +27,7 @@ from tests.interop import (
     modern_time_http_command,
     run_conformance_async,
 )
-from tests.wire import kill_group
+from tests.wire import loopback_server
 
 LEGACY_VERSIONS = {"2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"}
 CONVERT = {"source_timezone": "UTC", "time": "12:00", "target_timezone": "Asia/Tokyo"}
@@ -115,24 +115,8 @@ def free_port() -> int:
 async def reference_http_server() -> AsyncIterator[str]:
     """The dual-era mcp-server-time over Streamable HTTP; yields its /mcp URL once it accepts."""
     port = free_port()
-    proc = await trio.lowlevel.open_process(
-        modern_time_http_command(port), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL, start_new_session=True)
-    try:
-        with trio.fail_after(20):
-            while True:
-                assert proc.returncode is None, f"the reference server exited {proc.returncode}"
-                try:
-                    stream = await trio.open_tcp_stream("127.0.0.1", port)
-                except OSError:
-                    await trio.sleep(0.1)
-                    continue
-                await stream.aclose()
-                break
+    async with loopback_server(modern_time_http_command(port), port):
         yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        with trio.CancelScope(shield=True):
-            await kill_group(proc)
 
 
 def baseline_ids(scenario: str) -> set[str]:

@@ -131,9 +131,15 @@ class Wire:
             return await self.proc.wait()
 
 
-async def kill_group(proc: trio.Process) -> None:
-    """SIGKILL a test's gateway and its whole process group, if it is still running; reap it."""
+async def kill_group(proc: trio.Process, grace_s: float = 5.0) -> None:
+    """End a test's process if it is still running: SIGTERM first (a gateway then stops its
+    upstreams, which live in sessions of their own: a SIGKILL would leave them behind), SIGKILL to
+    its whole process group after `grace_s`; reap it."""
     if proc.returncode is None:
+        with suppress(ProcessLookupError):
+            proc.send_signal(15)
+        with trio.move_on_after(grace_s):
+            await proc.wait()
         with suppress(ProcessLookupError):
             os.killpg(proc.pid, 9)
         await proc.wait()
@@ -182,3 +188,28 @@ async def gateway(home: Path, env: Mapping[str, str] | None = None, *extra: str,
                 for stream in (proc.stdin, proc.stdout):
                     if stream is not None:
                         await stream.aclose()
+
+
+@asynccontextmanager
+async def loopback_server(argv: list[str], port: int, env: Mapping[str, str] | None = None,
+                          timeout: float = 20.0) -> AsyncIterator[None]:
+    """Run `argv` (a server that listens on 127.0.0.1:`port`) until it accepts connections; stop
+    it (its process group) when the block ends."""
+    proc = await trio.lowlevel.open_process(
+        argv, env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        with trio.fail_after(timeout):
+            while True:
+                assert proc.returncode is None, f"{argv[0]} exited {proc.returncode}"
+                try:
+                    stream = await trio.open_tcp_stream("127.0.0.1", port)
+                except OSError:
+                    await trio.sleep(0.1)
+                    continue
+                await stream.aclose()
+                break
+        yield
+    finally:
+        with trio.CancelScope(shield=True):
+            await kill_group(proc)
