@@ -89,7 +89,9 @@ MUST_FLAG = [
     flagged("soft-hyphen", tool("Reads\u00ad a file"), INV),
     flagged("variation-selector-run", tool("Reads \U0001f600\ufe00\ufe01\ufe02\ufe03"), INV),
     flagged("ideographic-selector-after-latin", tool("Reads a\U000e0101 file"), INV),
+    flagged("single-odd-selector", tool("Reads a\ufe03 file"), INV),
     flagged("private-use", tool("Reads a file \ue000"), INV),
+    flagged("zwnj-between-cyrillic", tool("\u0447\u200c\u0442\u043e"), INV),
     flagged("invisible-times", tool("Reads a file \u2062x"), INV),
     flagged("hangul-filler", tool("Reads a\u3164file"), INV),
     flagged("in-a-property-name", param("x", key="pa\u200bth"),
@@ -289,7 +291,9 @@ def test_summary_is_one_bounded_line() -> None:
     line = summary(many)
     assert len(line) <= 300
     assert line.endswith(" more)")
-    assert summary([Finding("r", "f" * 400, "d")]).endswith("(+1 more)")
+    cut = summary([Finding("steering-text", "f" * 400, "d"), Finding("long-text", D, "d")])
+    assert len(cut) <= 300
+    assert cut.endswith("\u2026 (+1 more)")
 
 
 ADVERSARIAL = [

@@ -64,7 +64,7 @@ _INVISIBLE_CANDIDATE = re.compile(f"[{_TAGS}{_VS}{_IGNORABLE}\u00ad\u200b-\u200d
                                   "\U000f0000-\U000ffffd\U00100000-\U0010fffd]")
 # An emoji subdivision flag (England, Scotland, Wales): black flag, 1-7 tag letters, cancel tag.
 _FLAG_TAGS = re.compile("\U0001f3f4[\U000e0030-\U000e0039\U000e0061-\U000e007a]{1,7}\U000e007f")
-_VS_RUN = re.compile(f"[{_VS}]{{2,}}")
+_VS_RUNS = re.compile(f"[{_VS}]+")
 _CJK = re.compile("[\u3400-\u9fff\uf900-\ufaff\U00020000-\U0003ffff]")
 
 
@@ -96,7 +96,7 @@ def _joiner_is_legit(text: str, i: int) -> bool:
                     or "\U0001f3fb" <= before <= "\U0001f3ff")  # skin-tone modifiers
     if emoji_before and unicodedata.category(after) == "So":
         return True
-    return all(ord(c) > 0x36F and unicodedata.category(c)[0] in "LM" for c in (before, after))
+    return all(ord(c) > 0x58F and unicodedata.category(c)[0] in "LM" for c in (before, after))
 
 
 def _hidden_chars(text: str) -> list[str]:
@@ -109,14 +109,13 @@ def _hidden_chars(text: str) -> list[str]:
             continue
         if ch == "\ufeff" and i == 0:
             continue  # a byte order mark that survived decoding
-        if ch in "\ufe00\ufe0e\ufe0f" or "\U000e0100" <= ch <= "\U000e01ef":
-            continue  # single variation selectors are judged below, as runs
-        found.append(ch)
-    for m in _VS_RUN.finditer(text):
-        found.extend(m.group())
-    for m in re.finditer("[\U000e0100-\U000e01ef]", text):
-        if m.start() == 0 or not _CJK.match(text[m.start() - 1]) or _VS_RUN.match(text, m.start() - 1):
-            found.append(m.group())  # an ideographic variation selector belongs after a CJK ideograph
+        if not _VS_RUNS.match(ch):  # variation selectors are judged below, run by run
+            found.append(ch)
+    for m in _VS_RUNS.finditer(text):
+        run, i = m.group(), m.start()
+        if len(run) == 1 and (run in "\ufe00\ufe0e\ufe0f" or (i > 0 and _CJK.match(text[i - 1]))):
+            continue  # text/emoji presentation, or an ideographic variation sequence after a CJK ideograph
+        found.extend(run)  # a run carries data (emoji smuggling); one selector is at most a bit
     found += [ch for ch in text if unicodedata.category(ch) == "Cf" and ch not in _VISIBLE_CF
               and not _BIDI_RE.match(ch) and not _INVISIBLE_CANDIDATE.match(ch)]
     return found
@@ -141,7 +140,7 @@ _CONFUSABLES = str.maketrans({
     "\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"',
 })
 _NAME_FOLD = str.maketrans({"-": "_", ".": "_", "0": "o", "1": "l"})
-_STRIP = re.compile(f"[{_TAGS}{_VS}{_IGNORABLE}{_BIDI}\u00ad\u200b-\u200d\u2060-\u2064\ufeff]")
+_STRIP = re.compile(f"{_INVISIBLE_CANDIDATE.pattern}|[{_BIDI}]")
 _SPACES = re.compile(r"[^\S\n]+")
 _NEWLINES = re.compile(r" ?\n[\s]*")
 
@@ -356,8 +355,10 @@ def summary(findings: Sequence[Finding]) -> str:
         rest = len(parts) - i - 1
         tail = f" (+{rest} more)" if rest else ""
         candidate = f"{line}; {part}" if line else part
-        if len(candidate) + len(tail) > _SUMMARY_LIMIT:
-            more = f" (+{len(parts) - i} more)"
-            return (line + more) if line else _safe(part, _SUMMARY_LIMIT - len(more)) + more
-        line = candidate
+        if len(candidate) + len(tail) <= _SUMMARY_LIMIT:
+            line = candidate
+        elif not line:
+            return _safe(part, _SUMMARY_LIMIT - len(tail)) + tail
+        else:
+            return f"{line} (+{rest + 1} more)"
     return line
