@@ -157,7 +157,9 @@ def _name_key(name: str) -> str:
 
 # --- text patterns ----------------------------------------------------------------------------------
 
-_G = f"[^\\n]{{0,{_GAP}}}"
+_G = f"[^\\n]{{0,{_GAP}}}"  # the one bounded gap between two parts of a phrase
+
+
 def _patterns(*alternatives: str) -> re.Pattern[str]:
     """One alternation; a space in a pattern matches any one (collapsed) blank, newline included."""
     return re.compile("|".join(alternatives).replace(" ", r"\s"))
