@@ -15,10 +15,13 @@ from typing import TYPE_CHECKING
 import structlog
 import trio
 
+from tfunnel.approvals.book import APPROVALS, APPROVALS_FILE
+from tfunnel.approvals.first_sight import GATEWAY, first_sight
+from tfunnel.approvals.keeper import Approvals
 from tfunnel.config.expose import EXPOSE_FILE
 from tfunnel.config.home import child_environment
 from tfunnel.config.load import REGISTER_FILE, STATE_FILE
-from tfunnel.config.model import Settings
+from tfunnel.config.model import META_TOOL_NAMES, Settings
 from tfunnel.config.watch import Signature, signature, watch_files
 from tfunnel.gate.engine import HookEngine
 from tfunnel.gate.manifest import HOOK_STATE_FILE, MANIFEST_FILE
@@ -26,6 +29,7 @@ from tfunnel.home.check import runtime as runtime_checks
 from tfunnel.home.files import HomeReading, read_home
 from tfunnel.home.listing import Listed, ListingCache
 from tfunnel.home.live import Live
+from tfunnel.home.reviewed import Reviewed
 from tfunnel.manage.builtins import Management
 from tfunnel.manage.plans import Env
 from tfunnel.observe.audit import CONFIG_FILE as LOG_CONFIG_FILE
@@ -59,7 +63,8 @@ EXIT_SIGTERM = 128 + signal.SIGTERM
 
 
 # The files applied live (everything but toolfunnel.json, read at start only).
-LIVE_FILES = (REGISTER_FILE, STATE_FILE, MANIFEST_FILE, HOOK_STATE_FILE, LOG_CONFIG_FILE, EXPOSE_FILE)
+LIVE_FILES = (REGISTER_FILE, STATE_FILE, MANIFEST_FILE, HOOK_STATE_FILE, LOG_CONFIG_FILE, EXPOSE_FILE,
+              APPROVALS_FILE)
 
 
 @dataclass
@@ -71,6 +76,7 @@ class Gateway:
     supervisor: Supervisor
     surface: Surface
     router: Router
+    approvals: Approvals
     # The live files' signatures from just before the start read them: the watcher begins from
     # these, so an edit that lands while the gateway starts is still applied.
     read_as: dict[Path, Signature] = field(default_factory=dict)
@@ -93,8 +99,13 @@ def build(home: Path, environ: Mapping[str, str] | None = None, observer: Observ
     supervisor = Supervisor(Context(home, env, settings.limits,
                                     Identity(settings.client_name, settings.client_version),
                                     _keeping_listing(home, live), notices.upstream_notice))
-    live.ready_tools = supervisor.ready_tools
-    live.ready_lists = supervisor.ready_lists
+    # What upstreams list reaches the surface through the tool approvals (pins and holds).
+    approvals = Approvals(home, start.value(APPROVALS), live.files, audit,
+                          quarantine=settings.approvals.quarantine, inspect=first_sight)
+    reviewed = Reviewed(supervisor, approvals, lambda: SURFACE_NAMES)
+    live.ready_tools = reviewed.tools
+    live.ready_lists = reviewed.lists
+    live.holds = reviewed.holds
     # One bound on the processes of the whole gateway, tools and hooks alike.
     slots = trio.CapacityLimiter(settings.limits.max_tool_processes)
     gate = HookEngine(home, lambda: live.hooks, lambda: live.settings.gate.ask_fallback, audit, env,
@@ -110,15 +121,18 @@ def build(home: Path, environ: Mapping[str, str] | None = None, observer: Observ
                 read_as[home / file] = signature(home / file)  # applied: the watcher need not
 
     management = Management(Env(home, lambda: live.settings, lambda: live.catalog, supervisor.statistics,
-                                supervisor.discover), audit, apply)
+                                supervisor.discover,
+                                lambda uid, lists: approvals.preview(uid, lists, SURFACE_NAMES).lists),
+                            audit, apply)
     # A call without a client (the CLI's) is asked nothing: an upstream's questions are declined.
     surface = Surface(lambda: live.catalog, lambda: gate, runner, supervisor, audit, observer,
                       default_channel=LegacyChannel({}, None, {}), builtins=management)
     reads = Reads(lambda: live.catalog, lambda: gate, supervisor, audit, notices)
     router = Router(lambda: live.settings, surface, gate, audit, reads=reads,
                     tools_changed=live.tools_changed, notices=notices, resources=lambda: live.catalog,
-                    instructions=lambda: server_instructions(supervisor, live.settings))
-    gateway = Gateway(home, live, audit, gate, supervisor, surface, router, read_as)
+                    instructions=lambda: server_instructions(supervisor, reviewed, live.settings))
+    gateway = Gateway(home, live, audit, gate, supervisor, surface, router, approvals, read_as)
+    approvals.on_write = lambda: read_as.__setitem__(home / APPROVALS_FILE, signature(home / APPROVALS_FILE))
     appliers.update(live_appliers(gateway))
     return gateway
 
@@ -148,11 +162,17 @@ def _keeping_listing(home: Path, live: Live) -> Callable[[], None]:
     return changed
 
 
-def server_instructions(supervisor: Supervisor, settings: Settings) -> str:
+# The names a new upstream item must not pass itself off as: the gateway's own meta-tools. (Upstream
+# tools are surfaced as `<upstream>_<name>` unless an operator renames them, so a register tool's
+# name, or another upstream's, is not shadowed by an upstream listing the same name.)
+SURFACE_NAMES = {name: GATEWAY for name in META_TOOL_NAMES}
+
+
+def server_instructions(supervisor: Supervisor, reviewed: Reviewed, settings: Settings) -> str:
     """The instructions for a client starting now: the base text, then a section per ready
-    upstream (its expose.json `description`, its own instructions), in config order."""
-    sections = [Section(uid, upstream.spec.description,
-                        upstream.connection.instructions if upstream.connection is not None else "")
+    upstream (its expose.json `description`, its own instructions as approved), in config order."""
+    shown = reviewed.instructions()
+    sections = [Section(uid, upstream.spec.description, shown.get(uid, ""))
                 for uid, upstream in supervisor.ready().items()]
     return compose(INSTRUCTIONS, sections, settings.upstream_instructions_max_chars)
 
@@ -186,8 +206,15 @@ def live_appliers(gateway: Gateway) -> dict[str, Callable[[], object]]:
             audit.apply(config)
         return config
 
+    def reload_approvals() -> object:
+        changed = gateway.approvals.reload()
+        if changed:  # accepted (or edited) outside: every upstream is reviewed again
+            live.upstreams_changed()
+        return changed
+
     # Each callback re-reads its file by the one rule (`LiveFiles.reread`).
     return {
+        APPROVALS_FILE: reload_approvals,
         REGISTER_FILE: live.reload_register,
         STATE_FILE: live.reload_state,
         MANIFEST_FILE: live.reload_hook_manifest,

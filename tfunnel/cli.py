@@ -28,6 +28,7 @@ from tfunnel.home.check import check_home
 from tfunnel.home.listing import read_listing
 from tfunnel.home.live import Live
 from tfunnel.manage import list_cmd, ops_cmd
+from tfunnel.manage.approvals_cmd import approvals_command
 from tfunnel.manage.hook_cmd import hook_command
 from tfunnel.manage.log_cmd import log_command
 from tfunnel.manage.mcp_cmd import AddOptions, add_mcp_arguments, mcp_command, split_argv
@@ -98,6 +99,7 @@ def parser() -> argparse.ArgumentParser:
         "mcp": "list, add, enable, disable or remove upstream MCP servers, or reconnect one",
         "pack": "write a portable copy of the home, or a pip-installable project that serves it",
         "settings": "show the gateway settings, or set some (they apply after a restart)",
+        "approvals": "list, diff or accept upstream descriptors held for approval (pinning)",
         "completion": "print a shell completion script (bash or zsh)",
     }
     subs = {name: sub.add_parser(name, help=text, description=text) for name, text in commands.items()}
@@ -129,6 +131,7 @@ def parser() -> argparse.ArgumentParser:
     ops_cmd.add_hook_add_arguments(hook_actions, common)
     subs["hook"].set_defaults(id=None)
     ops_cmd.add_settings_arguments(subs["settings"], common)
+    _approvals_arguments(subs["approvals"])
     subs["completion"].add_argument("shell", choices=("bash", "zsh"))
     subs["log"].add_argument("action", choices=("on", "off", "status", "tail"))
     subs["log"].add_argument("-n", "--lines", type=int, default=20, help="records for tail (default 20)")
@@ -149,6 +152,24 @@ def _pack_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--approvals", action="store_true", help="include mcp/tool-approvals.json")
     p.add_argument("--force", action="store_true", help="write into a non-empty --out (its other files stay)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
+
+
+def _approvals_arguments(p: argparse.ArgumentParser) -> None:
+    actions = p.add_subparsers(dest="action", metavar="ACTION")
+    actions.required = True
+    texts = {"list": "each upstream's pinned identity and what it holds",
+             "diff": "what changed in held items (approved vs held)",
+             "accept": "approve held items as they were held"}
+    for action, text in texts.items():
+        sub = actions.add_parser(action, help=text, description=text)
+        common(sub)
+        if action != "list":
+            sub.add_argument("target", nargs="?", metavar="UPSTREAM[/ITEM]",
+                             help="an upstream, or one of its items (a tool name; prompt:NAME, "
+                                  "template:URI, instructions)")
+        if action == "accept":
+            sub.add_argument("--all", dest="every", action="store_true", help="accept everything held")
+        sub.add_argument("--json", dest="approvals_json", action="store_true", help="print JSON")
 
 
 def _listing_json(parser: argparse.ArgumentParser) -> None:
@@ -214,6 +235,9 @@ def _main(argv: Sequence[str] | None) -> int:
             return ops_cmd.expose_command(home.path, args)
         if command == "settings":
             return ops_cmd.settings_command(home.path, args)
+        if command == "approvals":
+            return approvals_command(home.path, args.action, getattr(args, "target", None),
+                                     every=getattr(args, "every", False), as_json=args.approvals_json)
         if args.action in VISIBILITY_ACTIONS:
             return visibility_command(home.path, args)
         return ops_cmd.tool_command(home.path, args)

@@ -19,7 +19,9 @@ from tfunnel.config.files import ConfigFile, load, read_config
 from tfunnel.config.model import (
     BUILTIN_TOOL_NAMES,
     META_TOOL_NAMES,
+    QUARANTINE_MODES,
     RESERVED_STATE_KEYS,
+    ApprovalSettings,
     GateSettings,
     Invoke,
     Limits,
@@ -41,7 +43,8 @@ SCRIPTS_DIR = "tools/scripts"
 # The largest `upstreamInstructionsMaxChars`: sections of 8 times this may go to every session.
 MAX_INSTRUCTIONS_CHARS = 100_000
 SETTINGS_KEYS = ("serverName", "serverVersion", "clientName", "clientVersion", "httpPort", "uiPort",
-                 "serveLegacy", "upstreamInstructionsMaxChars", "requires", "gate", "limits")
+                 "serveLegacy", "upstreamInstructionsMaxChars", "requires", "gate", "approvals", "limits")
+APPROVALS_KEYS = ("quarantine",)
 GATE_KEYS = ("askFallback", "confirmManagement")
 LIMITS_KEYS = ("maxMessageBytes", "toolTimeoutS", "toolOutputBytes", "shutdownGraceS", "upstreamStartS",
                "maxToolProcesses", "bodyReadTimeoutS", "idleTimeoutS", "maxHttpRequests", "maxSessions",
@@ -65,6 +68,9 @@ def _settings(home: Path, raw: dict[str, Any], f: Fields) -> Settings:
     gate_raw = f.mapping(raw, "gate")
     limits_raw = f.mapping(raw, "limits")
     f.known(gate_raw, "gate", GATE_KEYS)
+    approvals_raw = f.mapping(raw, "approvals")
+    f.known(approvals_raw, "approvals", APPROVALS_KEYS)
+    quarantine = f.choice(approvals_raw, "quarantine", "approvals", QUARANTINE_MODES, "suspicious")
     f.known(limits_raw, "limits", LIMITS_KEYS)
     limits = Limits(
         max_message_bytes=f.integer(limits_raw, "maxMessageBytes", "limits", 1024, 1 << 30,
@@ -111,6 +117,7 @@ def _settings(home: Path, raw: dict[str, Any], f: Fields) -> Settings:
         gate=GateSettings(ask_fallback="allow" if ask == "allow" else "deny",
                           confirm_management="all" if confirm == "all" else "none" if confirm == "none"
                           else "loosening"),
+        approvals=ApprovalSettings(next(m for m in QUARANTINE_MODES if m == quarantine)),
         limits=limits,
         raw=raw,
     )

@@ -18,7 +18,7 @@ META_TOOL_NAMES = (
 # `tfunnel.manage` (which defines them; a test keeps the two lists equal).
 BUILTIN_TOOL_NAMES = ("tf_list", "tf_tool_add", "tf_tool_set", "tf_tool_update", "tf_mcp_add", "tf_mcp_set",
                       "tf_mcp_discover", "tf_expose", "tf_hook_add", "tf_hook_set", "tf_log", "tf_pack",
-                      "tf_settings")
+                      "tf_settings", "tf_accept_change")
 RESERVED_STATE_KEYS = frozenset({"passthrough"})
 # State keys (and PreToolUse tool names) of the upstreams' prompts and resources.
 PROMPT_PREFIX = "prompt:"
@@ -62,6 +62,16 @@ class GateSettings:
     confirm_management: ConfirmManagement = "loosening"
 
 
+# What the first sight of an upstream item holds for approval (`approvals.quarantine`).
+Quarantine = Literal["suspicious", "all-new", "off"]
+QUARANTINE_MODES: tuple[Quarantine, ...] = ("suspicious", "all-new", "off")
+
+
+@dataclass(frozen=True)
+class ApprovalSettings:
+    quarantine: Quarantine = "suspicious"
+
+
 @dataclass(frozen=True)
 class Settings:
     """`toolfunnel.json`: identity and settings. `raw` keeps unknown fields for writers."""
@@ -78,6 +88,7 @@ class Settings:
     upstream_instructions_max_chars: int = 1000
     requires: tuple[Mapping[str, Any], ...] = ()
     gate: GateSettings = field(default_factory=GateSettings)
+    approvals: ApprovalSettings = field(default_factory=ApprovalSettings)
     limits: Limits = field(default_factory=Limits)
     raw: Mapping[str, Any] = field(default_factory=dict)
 

@@ -52,6 +52,8 @@ class Live:
         self.log_config = start.value(LOG_CONFIG)
         self.ready_tools: ReadyTools = dict
         self.ready_lists: ReadyLists = dict
+        # Which upstream items are held for approval: upstream -> item key -> the refusal.
+        self.holds: Callable[[], Mapping[str, Mapping[str, str]]] = dict
         self.catalog = Catalog(self.register, self.state)
         self.tools_changed = Changes()
         # Set once every upstream connected or failed its first attempt (or the deadline passed).
@@ -69,12 +71,13 @@ class Live:
 
     def _swap(self) -> None:
         local = Catalog(self.register, self.state)
-        upstream = tuple(assemble(self.ready_tools(), self.expose.expose, local.local_names()))
         lists = self.ready_lists()
+        holds = self.holds()
+        upstream = tuple(assemble(self.ready_tools(), self.expose.expose, local.local_names(), holds))
         extras = Extras.assemble({u: kinds.get("prompts", ()) for u, kinds in lists.items()},
                                  {u: kinds.get("resources", ()) for u, kinds in lists.items()},
                                  {u: kinds.get("templates", ()) for u, kinds in lists.items()},
-                                 [u for u, kinds in lists.items() if "resources" in kinds])
+                                 [u for u, kinds in lists.items() if "resources" in kinds], holds)
         old = self.catalog
         state = old.state != self.state  # visibility of every kind may have changed
         changed = [kind for kind, differs in (

@@ -24,7 +24,7 @@ from tfunnel.config.load import REGISTER
 from tfunnel.config.model import BUILTIN_TOOL_NAMES, ToolEntry
 from tfunnel.errors import ToolFailure
 from tfunnel.gate.gated import AskUser, NeedsInput
-from tfunnel.manage import ops_hooks, ops_list, ops_mcp, ops_settings, ops_tools
+from tfunnel.manage import ops_approvals, ops_hooks, ops_list, ops_mcp, ops_settings, ops_tools
 from tfunnel.manage.edit import Change, commit, current, encodable
 from tfunnel.manage.plans import Env, Plan, question
 from tfunnel.observe.audit import AuditLog
@@ -153,6 +153,11 @@ BUILTINS: Mapping[str, Builtin] = {b.name: b for b in (
                      "gate": _schema({"askFallback": {"enum": ["deny", "allow"]},
                                       "confirmManagement": {"enum": ["loosening", "all", "none"]}})}),
             ops_settings.settings),
+    Builtin("tf_accept_change", "Accept a held upstream change",
+            "Approve what tool approvals hold for an upstream (a changed or quarantined tool, prompt, "
+            "template or instructions): all it holds, or one item by name. Always needs the user's "
+            "confirmation.",
+            _schema({"upstream": _ID, "tool": _STR}, ["upstream"]), ops_approvals.accept_change),
 )}
 assert tuple(BUILTINS) == BUILTIN_TOOL_NAMES  # the register loader checks names against that list
 

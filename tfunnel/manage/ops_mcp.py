@@ -182,6 +182,8 @@ async def discover(env: Env, args: Mapping[str, Any]) -> dict[str, Any]:
     if env.discover is None:
         raise ToolFailure("this gateway cannot connect upstreams here")
     listed, problem = await env.discover(spec)
+    if env.preview is not None:
+        listed = env.preview(upstream_id, listed)
     tools = [{"name": t.get("name"), "title": t.get("title"), "description": t.get("description", "")}
              for t in listed.get("tools", ())]
     return {"id": upstream_id, "connected": problem is None, "error": problem, "tools": tools,

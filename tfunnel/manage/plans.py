@@ -41,6 +41,9 @@ class Env:
     upstreams: Callable[[], list[UpstreamStatistics]] = list
     # Connect an upstream once without supervising it: what it lists, and why it did not come up.
     discover: Callable[[UpstreamSpec], Awaitable[tuple[Mapping[str, Any], str | None]]] | None = None
+    # What the tool approvals would show of an upstream's lists (held and quarantined items
+    # replaced): a discovery result goes to the model, and must not carry what a listing would not.
+    preview: Callable[[str, Mapping[str, Any]], Mapping[str, Any]] | None = None
 
 
 def question(policy: ConfirmManagement, tool: str, plan: Plan) -> str | None:

@@ -102,6 +102,8 @@ class Reads:
         found = self._catalog().prompt(name)
         if isinstance(found, str):
             raise ProtocolError(INVALID_PARAMS, f"Invalid params: {found}")
+        if found.hold is not None:  # waits for approval: the upstream is not asked
+            raise ProtocolError(POLICY_DENIED, found.hold)
         call = ToolCall(surfaced=found.gate_name, tool_id=found.gate_name, display=found.title,
                         args=arguments, mode="prompt", session_id=reader.session_id,
                         call_id=reader.call_id, ask_user=reader.ask_user)
@@ -118,6 +120,7 @@ class Reads:
         if not isinstance(uri, str) or not uri:
             raise ProtocolError(INVALID_PARAMS, 'Invalid params: "uri" must be a non-empty string')
         target = self._route(uri)
+        _refuse_held(target, uri)
         call = ToolCall(surfaced=target.gate_name, tool_id=target.gate_name, display=uri,
                         args={"uri": uri}, mode="resource", session_id=reader.session_id,
                         call_id=reader.call_id, ask_user=reader.ask_user)
@@ -130,6 +133,7 @@ class Reads:
                 raise ProtocolError(INVALID_PARAMS, "Invalid params: a PreToolUse hook rewrote the "
                                     "resource URI to something that is not a URI")
             target = self._route(rewritten)
+            _refuse_held(target, uri)
         try:
             return await self._forward(target.upstream, "resources/read", {"uri": target.original},
                                        reader, call)
@@ -151,6 +155,8 @@ class Reads:
             found = self._catalog().prompt(ref["name"])
             if isinstance(found, str):
                 raise ProtocolError(INVALID_PARAMS, f"Invalid params: {found}")
+            if found.hold is not None:
+                raise ProtocolError(POLICY_DENIED, found.hold)
             upstream, upstream_ref = found.upstream, {"type": kind, "name": found.name}
         elif kind == "ref/resource" and isinstance(ref.get("uri"), str):
             target = self._route(ref["uri"])
@@ -215,6 +221,12 @@ class Reads:
                 self._audit.record("tool", name=call.surfaced, mode=call.mode, ok=ok,
                                    durationMs=round((time.monotonic() - started) * 1000, 1),
                                    session=call.session_id, args=self._audit.redact(dict(call.args)))
+
+
+def _refuse_held(target: Route, uri: str) -> None:
+    """A read through a template that waits for approval is refused before anything runs."""
+    if target.item is not None and target.item.hold is not None:
+        raise ProtocolError(POLICY_DENIED, target.item.hold, {"uri": uri})
 
 
 def _paged(key: str, items: list[dict[str, Any]], cursor: Any) -> dict[str, Any]:

@@ -216,6 +216,10 @@ class Surface:
         return await gated_run(self._gate(), self._local_call(entry, args, ctx), hand_over, post=False)
 
     async def _run_upstream(self, tool: UpstreamTool, args: dict[str, Any], ctx: CallContext) -> Outcome:
+        if tool.hold is not None:  # its descriptor waits for approval: nothing runs, no hook either
+            self._audit.record("approval", event="refused", name=tool.surfaced, upstream=tool.upstream,
+                               tool=tool.tool, session=ctx.session_id)
+            raise ToolFailure(tool.hold)
         validate_args(tool.surfaced, tool.input_schema, args, trusted=False)
         channel = self._channel(ctx)
         call = ToolCall(surfaced=tool.surfaced, tool_id=tool.tool, display=tool.display, args=args,

@@ -36,6 +36,7 @@ class UpstreamPrompt:
     upstream: str
     name: str
     definition: Mapping[str, Any]
+    hold: str | None = None  # why it is refused while it waits for approval, if it does
 
     @property
     def gate_name(self) -> str:
@@ -64,6 +65,7 @@ class UpstreamResource:
     original: str
     definition: Mapping[str, Any]
     key: str = "uri"
+    hold: str | None = None  # a template's: why reads through it are refused, if they are
 
     @property
     def gate_name(self) -> str:
@@ -118,8 +120,13 @@ def split_qualified(uri: str, upstreams: Iterable[str]) -> tuple[str, str] | Non
     return None
 
 
-def assemble_prompts(ready: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[UpstreamPrompt]:
-    """Name every prompt of every ready upstream (config order)."""
+Holds = Mapping[str, Mapping[str, str]]  # upstream -> item key -> the refusal (`approvals`)
+
+
+def assemble_prompts(ready: Mapping[str, Sequence[Mapping[str, Any]]],
+                     holds: Holds | None = None) -> list[UpstreamPrompt]:
+    """Name every prompt of every ready upstream (config order); `holds` marks the held."""
+    holds = holds or {}
     used: set[str] = set()
     prompts: list[UpstreamPrompt] = []
     for upstream, definitions in ready.items():
@@ -133,12 +140,13 @@ def assemble_prompts(ready: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[U
                                 upstream=upstream, prompt=name, name=surfaced)
                 continue
             used.add(surfaced)
-            prompts.append(UpstreamPrompt(surfaced, upstream, name, definition))
+            prompts.append(UpstreamPrompt(surfaced, upstream, name, definition,
+                                          holds.get(upstream, {}).get(f"prompt:{name}")))
     return prompts
 
 
 def assemble_resources(ready: Mapping[str, Sequence[Mapping[str, Any]]],
-                       kind: Kind = RESOURCES) -> list[UpstreamResource]:
+                       kind: Kind = RESOURCES, holds: Holds | None = None) -> list[UpstreamResource]:
     """Name every resource (or, with `TEMPLATES`, template) of every ready upstream: kept when
     one upstream lists it, qualified when several do (an upstream listing one twice keeps one)."""
     assert kind in (RESOURCES, TEMPLATES)
@@ -156,7 +164,8 @@ def assemble_resources(ready: Mapping[str, Sequence[Mapping[str, Any]]],
             seen.add((upstream, original))
             shared = len(listers[original]) > 1
             surfaced = qualified(upstream, original) if shared else original
-            items.append(UpstreamResource(surfaced, upstream, original, definition, kind.ident))
+            hold = (holds or {}).get(upstream, {}).get(f"template:{original}") if kind is TEMPLATES else None
+            items.append(UpstreamResource(surfaced, upstream, original, definition, kind.ident, hold))
     return items
 
 
@@ -174,9 +183,9 @@ class Extras:
     def assemble(cls, prompts: Mapping[str, Sequence[Mapping[str, Any]]],
                  resources: Mapping[str, Sequence[Mapping[str, Any]]],
                  templates: Mapping[str, Sequence[Mapping[str, Any]]],
-                 resource_upstreams: Iterable[str]) -> Extras:
-        return cls(tuple(assemble_prompts(prompts)), tuple(assemble_resources(resources)),
-                   tuple(assemble_resources(templates, TEMPLATES)), tuple(resource_upstreams))
+                 resource_upstreams: Iterable[str], holds: Holds | None = None) -> Extras:
+        return cls(tuple(assemble_prompts(prompts, holds)), tuple(assemble_resources(resources)),
+                   tuple(assemble_resources(templates, TEMPLATES, holds)), tuple(resource_upstreams))
 
 
 @dataclass(frozen=True)

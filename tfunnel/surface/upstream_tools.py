@@ -27,6 +27,8 @@ class UpstreamTool:
     tool: str
     definition: Mapping[str, Any]
     curated: ExposeEntry | None = None  # its enabled expose entry (curated-direct), if any
+    # Why its calls are refused while its descriptor waits for approval (`approvals`), if it does.
+    hold: str | None = None
 
     @property
     def display(self) -> str:
@@ -79,9 +81,14 @@ def surfaced_name(upstream: str, tool: str, curated: ExposeEntry | None) -> str:
     return curated.as_name if curated is not None and curated.enabled else f"{upstream}_{tool}"
 
 
+Holds = Mapping[str, Mapping[str, str]]  # upstream -> item key (`tool:<name>`) -> the refusal
+
+
 def assemble(ready: Mapping[str, Sequence[Mapping[str, Any]]], expose: Iterable[ExposeEntry],
-             taken: set[str]) -> list[UpstreamTool]:
-    """Name every tool of every ready upstream (config order); `taken` holds local names."""
+             taken: set[str], holds: Holds | None = None) -> list[UpstreamTool]:
+    """Name every tool of every ready upstream (config order); `taken` holds local names;
+    `holds` says which are held (their calls are refused)."""
+    holds = holds or {}
     curated = {(e.upstream, e.tool): e for e in expose if e.enabled}
     used = set(taken) | set(META_TOOL_NAMES)
     tools: list[UpstreamTool] = []
@@ -98,5 +105,6 @@ def assemble(ready: Mapping[str, Sequence[Mapping[str, Any]]], expose: Iterable[
                                 upstream=upstream, tool=name, name=surfaced)
                 continue
             used.add(surfaced)
-            tools.append(UpstreamTool(surfaced, upstream, name, definition, entry))
+            hold = holds.get(upstream, {}).get(f"tool:{name}")
+            tools.append(UpstreamTool(surfaced, upstream, name, definition, entry, hold))
     return tools

@@ -1,0 +1,152 @@
+"""The approvals of a running gateway: one owner for the pins, the holds and the file.
+
+`review` is called with what one ready upstream lists; it returns what clients are shown of it
+(`views.Shown`). A review is remembered until the listing, the server or the file changes, so
+rebuilding the surface costs nothing and a refused call reads no file: the holds travel with the
+surface snapshot. When a review changes the record (a first sight, an update, a new hold) the file
+is updated under its lock (`store.update`, which re-reads it first, so an acceptance made by the
+command line meanwhile is never written over) and each event is logged and audited.
+
+A file that is broken while running leaves the last good book in force (the error is kept for
+`/health`) and is not written over: the operator's file is theirs to fix.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from tfunnel.approvals import decide, store, views
+from tfunnel.approvals.book import APPROVALS, Book, Record
+from tfunnel.approvals.decide import Inspect
+from tfunnel.approvals.pins import items_of
+from tfunnel.config.files import LiveFiles
+from tfunnel.config.model import Quarantine
+from tfunnel.observe.audit import AuditLog
+
+log = structlog.get_logger("tfunnel.approvals")
+
+
+def now_iso() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+@dataclass(frozen=True)
+class Listing:
+    """What one ready upstream shows: its identity, instructions and lists by kind."""
+
+    server_name: str
+    server_version: str
+    instructions: str
+    lists: Mapping[str, Sequence[Mapping[str, Any]]]
+    strict: bool = False
+
+
+class Approvals:
+    def __init__(self, home: Path, book: Book, files: LiveFiles, audit: AuditLog, *,
+                 quarantine: Quarantine = "suspicious",
+                 inspect: Callable[[Mapping[str, str]], Inspect] | None = None,
+                 clock: Callable[[], str] = now_iso) -> None:
+        """`inspect(others)` makes the first-sight check for one review (`others`: the names
+        already on the surface and who owns them)."""
+        self._home = home
+        self._book = book
+        self._files = files
+        self._audit = audit
+        self._quarantine: Quarantine = quarantine
+        self._inspect = inspect or (lambda others: lambda item: None)
+        self._clock = clock
+        self._memo: dict[str, tuple[Listing, views.Shown]] = {}
+        # Called (under the file's lock) after each write of ours: the watcher is told it was us.
+        self.on_write: Callable[[], None] = lambda: None
+
+    @property
+    def book(self) -> Book:
+        return self._book
+
+    def review(self, upstream: str, listing: Listing, others: Mapping[str, str]) -> views.Shown:
+        memo = self._memo.get(upstream)
+        if memo is not None and (memo[0] is listing or memo[0] == listing):
+            return memo[1]
+        record = self._review(upstream, listing, others)
+        result = views.shown(upstream, listing.lists, listing.instructions, record)
+        self._memo[upstream] = (listing, result)
+        return result
+
+    def _review(self, upstream: str, listing: Listing, others: Mapping[str, str]) -> Record:
+        items = items_of(listing.lists, listing.instructions)
+        now = self._clock()
+        inspect = self._inspect(others)
+        outcome: list[decide.Review] = []
+
+        def change(book: Book) -> Book:
+            outcome[:] = [decide.review(book.upstreams.get(upstream), listing.server_name,
+                                        listing.server_version, items, strict=listing.strict,
+                                        quarantine=self._quarantine, inspect=inspect, now=now)]
+            record = outcome[0].record
+            return book if book.upstreams.get(upstream) == record else book.with_record(upstream, record)
+
+        try:
+            book, reading = store.update(self._home, change, self.on_write,
+                                         existed=bool(self._book.upstreams))
+        except OSError as exc:  # a read-only home: judge from memory, say so once per review
+            log.error("tool approvals cannot be written; judging from the copy in memory",
+                      file=APPROVALS.name, error=str(exc))
+            book = change(self._book)
+        else:
+            if reading.value is None:  # broken on disk: the last good book in force judges
+                self._files.reread(APPROVALS)  # records the error for /health
+                book = change(self._book)
+            else:
+                self._files.reread(APPROVALS)
+        self._book = book
+        for event in outcome[0].events:
+            self._report(upstream, listing, event)
+        return outcome[0].record
+
+    def _report(self, upstream: str, listing: Listing, event: decide.Event) -> None:
+        fields: dict[str, Any] = {"upstream": upstream, "items": list(event.keys)}
+        if event.event == "pinned":
+            log.info("upstream items approved on first sight", upstream=upstream, items=len(event.keys))
+        elif event.event == "updated":
+            log.warning("upstream items changed with a new server version; approved as an update",
+                        upstream=upstream, items=list(event.keys), server=event.detail)
+            fields["server"] = event.detail
+        elif event.event == "held":
+            log.warning("upstream items held for approval", upstream=upstream, items=list(event.keys),
+                        reason=event.detail)
+            fields["reason"] = event.detail
+        else:
+            log.info("holds released", upstream=upstream, items=list(event.keys))
+        self._audit.record("approval", event=event.event, serverVersion=listing.server_version, **fields)
+
+    def preview(self, upstream: str, lists: Mapping[str, Sequence[Mapping[str, Any]]],
+                others: Mapping[str, str]) -> views.Shown:
+        """What clients would be shown of `lists` (an upstream connected once, not supervised),
+        judged against its record as if its server were unchanged (a change is held, a new item
+        checked on first sight); nothing is written or reported."""
+        record = self._book.upstreams.get(upstream)
+        name, version = (record.server_name, record.server_version) if record is not None else ("", "")
+        judged = decide.review(record, name, version, items_of(lists, ""), strict=False,
+                               quarantine=self._quarantine, inspect=self._inspect(others), now=self._clock())
+        return views.shown(upstream, lists, "", judged.record)
+
+    def reload(self) -> bool:
+        """The file changed on disk: adopt a valid version (the last good one stays otherwise);
+        True when the book in force changed (every upstream is reviewed again)."""
+        book = self._files.reread(APPROVALS)
+        if book is None or book == self._book:
+            return False
+        self._book = book
+        self._memo.clear()
+        return True
+
+    def forget(self, keep: Sequence[str]) -> None:
+        """Drop the remembered reviews of upstreams not in `keep` (no longer ready)."""
+        for upstream in [u for u in self._memo if u not in keep]:
+            del self._memo[upstream]

@@ -1,0 +1,67 @@
+"""Reading and writing `mcp/tool-approvals.json` under one lock, for every process.
+
+The running gateway pins what it sees and the command line accepts what is held; both read the
+file, change one upstream's record and write it back. `update` does that under an exclusive
+`flock` on a sibling lock file, reading the file fresh inside the lock, so neither can write back a
+stale copy over the other's change. Writes are atomic (`config.atomic`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from pathlib import Path
+
+from tfunnel.approvals.book import APPROVALS, APPROVALS_FILE, Book, to_document
+from tfunnel.config.atomic import write_json_atomic
+from tfunnel.config.files import Reading, read_config
+from tfunnel.errors import ConfigProblem
+
+LOCK_FILE = "mcp/.tool-approvals.lock"
+
+
+@contextlib.contextmanager
+def locked(home: Path) -> Iterator[None]:
+    path = home / LOCK_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
+def read(home: Path) -> Reading[Book]:
+    return read_config(home, APPROVALS)
+
+
+def write(home: Path, book: Book) -> None:
+    write_json_atomic(home / APPROVALS_FILE, to_document(book))
+
+
+def update(home: Path, change: Callable[[Book], Book], written: Callable[[], None] = lambda: None, *,
+           existed: bool = False) -> tuple[Book, Reading[Book]]:
+    """Apply `change` to the file's current book and write the result if it differs; return the
+    book now in force and the reading it started from. A file that cannot be read is not
+    written (the caller decides what that means): `change` then sees no book and the reading
+    says why. `written` runs after a write, still under the lock (a gateway records the file's
+    new signature there, so its watcher knows the change is its own and no other). With
+    `existed`, a missing file counts as broken, not as empty: a file deleted under a running
+    gateway must not reset what was approved (an operator who means that writes `{}`)."""
+    with locked(home):
+        reading = read(home)
+        if reading.kind == "missing" and existed:
+            problem = ConfigProblem(APPROVALS_FILE, "is missing (deleted while running); to start "
+                                                    "approvals afresh, write an empty document such as {}")
+            return Book(), replace(reading, value=None, problems=(problem,))
+        if reading.value is None:
+            return Book(), reading
+        book = change(reading.value)
+        if book != reading.value:
+            write(home, book)
+            written()
+        return book, reading
