@@ -31,6 +31,9 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "route": ("tfunnel.serve", "tfunnel.home", "tfunnel.manage", *_TOP),
     "home": ("tfunnel.serve", "tfunnel.route", "tfunnel.manage", *_TOP),
     # serve reads the supervisor's statistics for /health and /metrics, nothing else of upstream/.
+    # auth/ is the HTTP service's resource server: config helpers, protocol and errors, nothing above.
+    "auth": ("tfunnel.serve", "tfunnel.route", "tfunnel.surface", "tfunnel.gate", "tfunnel.tools",
+             "tfunnel.upstream", "tfunnel.home", "tfunnel.manage", *_TOP),
     "serve": ("tfunnel.tools", "tfunnel.surface", "tfunnel.gate", "tfunnel.upstream.session",
               "tfunnel.upstream.client", "tfunnel.manage", *_TOP),
 }

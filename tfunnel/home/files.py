@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
+from tfunnel.auth.config import AUTH
 from tfunnel.config.expose import EXPOSE
 from tfunnel.config.files import ConfigFile, Reading, read_config
 from tfunnel.config.load import REGISTER, SETTINGS, STATE
@@ -19,7 +20,7 @@ T = TypeVar("T")
 
 # In the order of SPEC §2's table (and of `tfunnel check`'s report).
 HOME_FILES: tuple[ConfigFile[Any], ...] = (SETTINGS, REGISTER, STATE, EXPOSE, MANIFEST, HOOK_STATE,
-                                          LOG_CONFIG)
+                                          LOG_CONFIG, AUTH)
 
 
 @dataclass(frozen=True)
