@@ -63,7 +63,8 @@ CASES: list[tuple[str, Callable[[], str], int, str, str]] = [
     ("forged signature", lambda: SIGNER.token(OTHER), 401, "invalid_token", "signature"),
     ("RS256 against an EC key", lambda: SIGNER.token(RSA, headers={"kid": "ec-1"}), 401, "invalid_token",
      "not usable with RS256"),
-    ("crit header", lambda: SIGNER.token(headers={"crit": ["exp"]}), 401, "invalid_token", "crit"),
+    ("crit header", lambda: SIGNER.token(headers={"crit": ["exp"]}), 401, "invalid_token",
+     "the JOSE header has crit extensions"),
     ("typ of another kind", lambda: SIGNER.token(headers={"typ": "secevent+jwt"}), 401, "invalid_token",
      "typ"),
     ("malformed header", lambda: "bm90LWpzb24.e30.c2ln", 401, "invalid_token", "malformed"),
@@ -193,6 +194,16 @@ CONFIG_CASES: list[tuple[object | str, list[str]]] = [
     ({**GOOD, "clockToleranceSec": -1}, ["clockToleranceSec"]),
     ({**GOOD, "protectOperations": 1}, ["protectOperations"]),
 ]
+
+
+def test_refused_algorithms_say_why(tmp_path: Path) -> None:
+    """`none` and HMAC are refused as such, not merely as unknown names."""
+    for name in ("none", "HS256", "hs512"):
+        path = tmp_path / "auth" / "auth.config.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({**GOOD, "algorithms": [name]}))
+        (problem,) = read_config(tmp_path, AUTH).problems
+        assert f"{name!r} is refused: only asymmetric signatures are accepted" in problem.message
 
 
 @pytest.mark.parametrize(("document", "fields"), CONFIG_CASES)
