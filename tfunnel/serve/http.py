@@ -11,9 +11,8 @@ those checks (the `Host` may then also be the configured audience's authority, a
 origin): it serves the metadata documents and refuses requests without a good token, before
 anything here counts them or mints a session.
 Every error body is a JSON-RPC error object (the OAuth refusals' are RFC 6750's); only `/livez`
-and `/readyz` answer text. A client
-that disconnects while its call runs cancels that call through the tree (hooks, tool process
-groups, upstream requests).
+and `/readyz` answer text. A client that disconnects while its call runs cancels that call through
+the tree (hooks, tool process groups, upstream requests).
 """
 
 from __future__ import annotations
