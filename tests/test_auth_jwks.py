@@ -105,6 +105,8 @@ async def test_discovery_rules() -> None:
     cases: list[tuple[dict[str, Any], list[str | None]]] = [
         ({oidc: {"issuer": ISSUER, "jwks_uri": "https://as.example/keys"}, "https://as.example/keys": jwks},
          ["k1"]),
+        ({rfc8414: {"issuer": ISSUER, "jwks_uri": "https://AS.example:443/keys"},
+          "https://AS.example:443/keys": jwks}, ["k1"]),
         ({rfc8414: {"issuer": "https://evil.example", "jwks_uri": "https://as.example/keys"},
           "https://as.example/keys": jwks}, []),
         ({rfc8414: {"issuer": ISSUER, "jwks_uri": "https://evil.example/keys"},

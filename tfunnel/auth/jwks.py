@@ -96,9 +96,11 @@ def parse_jwks(document: Any) -> list[Key]:
     return keys
 
 
-def _origin(url: str) -> tuple[str, str, int | None]:
+def _origin(url: str) -> tuple[str, str, int]:
+    """Scheme, host and port, the scheme's default port written out (`:443` is the same origin)."""
     split = urllib.parse.urlsplit(url)
-    return split.scheme, (split.hostname or "").lower(), split.port
+    default = 443 if split.scheme == "https" else 80
+    return split.scheme, (split.hostname or "").lower(), split.port or default
 
 
 def discovery_urls(issuer: str) -> list[str]:
