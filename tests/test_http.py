@@ -262,8 +262,9 @@ def test_a_non_loopback_bind_is_refused(home: Path, host: str) -> None:
     assert done.returncode == 1
     assert "Traceback" not in done.stderr
     refusals = [line for line in done.stderr.splitlines() if not line.startswith("tfunnel: config home")]
-    assert refusals == [f"tfunnel: refusing to listen on {host!r}: tfunnel serves HTTP on loopback only "
-                        "(an address in 127.0.0.0/8, ::1, or localhost) until authentication is configured"]
+    assert refusals == [f"tfunnel: refusing to listen on {host!r} without authentication: a non-loopback "
+                        "address (anything but 127.0.0.0/8, ::1 or localhost) needs auth/auth.config.json "
+                        'with "enabled": true']
 
 
 async def test_sigterm_drains_then_cancels(home: Path) -> None:

@@ -34,6 +34,9 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     # approvals/ decides what upstreams showed the model; it sits below everything that shows it.
     "approvals": ("tfunnel.serve", "tfunnel.route", "tfunnel.surface", "tfunnel.gate", "tfunnel.tools",
                   "tfunnel.upstream", "tfunnel.home", "tfunnel.manage", "tfunnel.app", "tfunnel.cli"),
+    # auth/ is the HTTP service's resource server: config helpers, protocol and errors, nothing above.
+    "auth": ("tfunnel.serve", "tfunnel.route", "tfunnel.surface", "tfunnel.gate", "tfunnel.tools",
+             "tfunnel.upstream", "tfunnel.home", "tfunnel.manage", *_TOP),
     "serve": ("tfunnel.tools", "tfunnel.surface", "tfunnel.gate", "tfunnel.upstream.session",
               "tfunnel.upstream.client", "tfunnel.manage", *_TOP),
 }

@@ -18,11 +18,14 @@ import trio
 from tfunnel.approvals.book import APPROVALS, APPROVALS_FILE
 from tfunnel.approvals.first_sight import GATEWAY, first_sight
 from tfunnel.approvals.keeper import Approvals
+from tfunnel.auth.config import AUTH, AuthConfig
 from tfunnel.config.expose import EXPOSE_FILE
+from tfunnel.config.files import Reading
 from tfunnel.config.home import child_environment
 from tfunnel.config.load import REGISTER_FILE, STATE_FILE
 from tfunnel.config.model import META_TOOL_NAMES, Settings
 from tfunnel.config.watch import Signature, signature, watch_files
+from tfunnel.errors import ConfigError
 from tfunnel.gate.engine import HookEngine
 from tfunnel.gate.manifest import HOOK_STATE_FILE, MANIFEST_FILE
 from tfunnel.home.check import runtime as runtime_checks
@@ -51,6 +54,7 @@ from tfunnel.upstream.supervisor import Context, Identity, Supervisor
 if TYPE_CHECKING:
     import hypercorn.config
 
+    from tfunnel.auth.gate import AuthGate
     from tfunnel.serve.http import HttpApp
     from tfunnel.serve.metrics import Metrics
 
@@ -77,6 +81,8 @@ class Gateway:
     surface: Surface
     router: Router
     approvals: Approvals
+    # `auth/auth.config.json` as the start read it (read at start only; only `serve --http` uses it).
+    auth: Reading[AuthConfig] | None = None
     # The live files' signatures from just before the start read them: the watcher begins from
     # these, so an edit that lands while the gateway starts is still applied.
     read_as: dict[Path, Signature] = field(default_factory=dict)
@@ -131,7 +137,8 @@ def build(home: Path, environ: Mapping[str, str] | None = None, observer: Observ
     router = Router(lambda: live.settings, surface, gate, audit, reads=reads,
                     tools_changed=live.tools_changed, notices=notices, resources=lambda: live.catalog,
                     instructions=lambda: server_instructions(supervisor, reviewed, live.settings))
-    gateway = Gateway(home, live, audit, gate, supervisor, surface, router, approvals, read_as)
+    gateway = Gateway(home, live, audit, gate, supervisor, surface, router, approvals, start.get(AUTH),
+                      read_as)
     approvals.on_write = lambda: read_as.__setitem__(home / APPROVALS_FILE, signature(home / APPROVALS_FILE))
     appliers.update(live_appliers(gateway))
     return gateway
@@ -338,7 +345,7 @@ async def run_stdio(gateway: Gateway) -> int:
 
 
 class BindRefused(Exception):
-    """`serve --http` was asked to listen on a non-loopback address (no authentication yet)."""
+    """`serve --http` was asked to listen on a non-loopback address without authentication on."""
 
 
 def upstream_status(gateway: Gateway) -> str:
@@ -358,14 +365,14 @@ async def run_http(gateway: Gateway, metrics: Metrics, host: str, port: int, gra
 
     from tfunnel.serve.connections import quiet_accept_errors, raise_fd_limit
     from tfunnel.serve.http import HttpApp
-    from tfunnel.serve.loopback import is_loopback_bind
+    from tfunnel.serve.loopback import bind_refusal
     from tfunnel.serve.sdnotify import Notifier
     from tfunnel.serve.sessions import SessionStore
 
-    if not is_loopback_bind(host):  # decided on the name as given: nothing is resolved
-        raise BindRefused(f"refusing to listen on {host!r}: tfunnel serves HTTP on loopback only "
-                          "(an address in 127.0.0.0/8, ::1, or localhost) until authentication "
-                          "is configured")
+    auth = http_auth(gateway)
+    refusal = bind_refusal(host, authenticated=auth is not None)  # on the name as given: nothing resolved
+    if refusal is not None:
+        raise BindRefused(refusal)
     live = gateway.live
     limits = live.settings.limits
     keep_child_nofile(resource.getrlimit(resource.RLIMIT_NOFILE))  # children keep what we had
@@ -390,8 +397,9 @@ async def run_http(gateway: Gateway, metrics: Metrics, host: str, port: int, gra
     config.keep_alive_max_requests = 1_000_000
     # No read timeout: hypercorn applies it to the whole connection, which would cut off tool
     # calls and notification streams that legitimately last minutes.
+    gate = _auth_gate(gateway, auth, metrics) if auth is not None else None
     app = HttpApp(gateway.router, live, gateway.supervisor, gateway.surface.tally,
-                  SessionStore(max_sessions=limits.max_sessions), metrics)
+                  SessionStore(max_sessions=limits.max_sessions), metrics, gate)
     notifier = Notifier.from_env(os.environ)
     shutdown = trio.Event()
     signals = Signals(gateway)
@@ -416,6 +424,8 @@ async def run_http(gateway: Gateway, metrics: Metrics, host: str, port: int, gra
         nursery.start_soon(drain_then_shut_down)
         nursery.start_soon(notifier.run_watchdog)
         nursery.start_soon(app.reap_idle_sessions)
+        if gate is not None:
+            nursery.start_soon(gate.keys.load)  # the first request need not wait for the issuer
         urls = await nursery.start(_serve_http, app, config, shutdown)
         # Clients are served from here on, upstreams or not; systemd and /readyz hear "ready"
         # once the upstreams have had their start window.
@@ -425,6 +435,29 @@ async def run_http(gateway: Gateway, metrics: Metrics, host: str, port: int, gra
         await app.stopped.wait()
     notifier.close()
     return signals.exit_code
+
+
+def http_auth(gateway: Gateway) -> AuthConfig | None:
+    """The HTTP service's authentication (None: off); raise `ConfigError` when
+    `auth/auth.config.json` is broken: the service never starts unauthenticated by mistake."""
+    reading = gateway.auth
+    if reading is None:
+        return None
+    if reading.problems:
+        raise ConfigError(list(reading.problems))
+    config = reading.value
+    return config if config is not None and config.enabled else None
+
+
+def _auth_gate(gateway: Gateway, config: AuthConfig, metrics: Metrics) -> AuthGate:
+    from tfunnel.auth.gate import AuthGate
+    from tfunnel.auth.jwks import KeyCache
+
+    def denied(error: str, status: int, path: str) -> None:
+        gateway.audit.record("auth", event="deny", error=error, status=status, path=path)
+        metrics.auth_denied(error)
+
+    return AuthGate(config, KeyCache(config), denied)
 
 
 async def _serve_http(app: HttpApp, config: hypercorn.config.Config, shutdown: trio.Event, *,

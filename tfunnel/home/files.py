@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, TypeVar, cast
 
 from tfunnel.approvals.book import APPROVALS
+from tfunnel.auth.config import AUTH
 from tfunnel.config.expose import EXPOSE
 from tfunnel.config.files import ConfigFile, Reading, read_config
 from tfunnel.config.load import REGISTER, SETTINGS, STATE
@@ -20,7 +21,7 @@ T = TypeVar("T")
 
 # In the order of SPEC §2's table (and of `tfunnel check`'s report).
 HOME_FILES: tuple[ConfigFile[Any], ...] = (SETTINGS, REGISTER, STATE, EXPOSE, APPROVALS, MANIFEST,
-                                          HOOK_STATE, LOG_CONFIG)
+                                          HOOK_STATE, LOG_CONFIG, AUTH)
 
 
 @dataclass(frozen=True)

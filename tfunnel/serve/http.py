@@ -6,9 +6,13 @@ Routes: `POST/GET/DELETE /mcp` (Streamable HTTP, legacy sessions), `GET /health`
 which names those are. Bodies are capped (413) and must arrive in time (408). The operations
 endpoints (`/health`, `/livez`, `/readyz`, `/metrics`) are outside the concurrency cap and are
 served through the whole drain at shutdown, while new MCP requests get 503.
-Every error body is a JSON-RPC error object; only `/livez` and `/readyz` answer text. A client
-that disconnects while its call runs cancels that call through the tree (hooks, tool process
-groups, upstream requests).
+With authentication on (`auth/auth.config.json`), `tfunnel.auth.gate` screens each request after
+those checks (the `Host` may then also be the configured audience's authority, an `Origin` its
+origin): it serves the metadata documents and refuses requests without a good token, before
+anything here counts them or mints a session.
+Every error body is a JSON-RPC error object (the OAuth refusals' are RFC 6750's); only `/livez`
+and `/readyz` answer text. A client that disconnects while its call runs cancels that call through
+the tree (hooks, tool process groups, upstream requests).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from typing import Any
 import structlog
 import trio
 
+from tfunnel.auth.gate import AuthGate
 from tfunnel.errors import ProtocolError
 from tfunnel.home.live import Live
 from tfunnel.observe.observer import CallTally
@@ -75,8 +80,9 @@ def _single(name: str) -> bool:
 
 class HttpApp:
     def __init__(self, router: Router, live: Live, supervisor: Supervisor, tally: CallTally,
-                 sessions: SessionStore, metrics: Metrics) -> None:
+                 sessions: SessionStore, metrics: Metrics, auth: AuthGate | None = None) -> None:
         self.metrics = metrics
+        self.auth = auth  # None: authentication is off
         self.router = router
         self.live = live
         self.supervisor = supervisor
@@ -112,16 +118,21 @@ class HttpApp:
                 await rpc_error(send, 400, None, HEADER_MISMATCH, f"Header mismatch: {name} is repeated")
                 return
             headers[name] = raw_value.decode("latin-1")
-        if not is_loopback_authority(headers.get("host", "")):
+        public = self.auth.config if self.auth is not None else None
+        host = headers.get("host", "")
+        if not is_loopback_authority(host) and not (public and public.is_public_authority(host)):
             await rpc_error(send, 421, None, jsonrpc.INVALID_REQUEST,
                             "Misdirected Request: the Host header must name a loopback address "
                             "(127.0.0.0/8, [::1]) or localhost, with an optional port")
             return
         origin = headers.get("origin")
-        if origin is not None and not is_loopback_origin(origin):
+        if origin is not None and not is_loopback_origin(origin) and \
+                not (public and public.is_public_origin(origin)):
             await rpc_error(send, 403, None, jsonrpc.INVALID_REQUEST,
                             "Forbidden: Origin not allowed; only http(s) origins on a loopback address "
                             "(127.0.0.0/8, [::1]) or localhost may call this gateway")
+            return
+        if self.auth is not None and await self.auth.screen(scope, send):
             return
         if scope["path"] in OPS_PATHS:
             await self._route(scope, headers, receive, send)

@@ -76,5 +76,15 @@ def is_loopback_bind(host: str) -> bool:
     return is_loopback_name(host)
 
 
+def bind_refusal(host: str, *, authenticated: bool) -> str | None:
+    """Why `serve --http --host <host>` must not listen there, or None. A non-loopback address is
+    reachable by others, so it needs authentication on (`auth/auth.config.json`)."""
+    if authenticated or is_loopback_bind(host):
+        return None
+    return (f"refusing to listen on {host!r} without authentication: a non-loopback address "
+            "(anything but 127.0.0.0/8, ::1 or localhost) needs auth/auth.config.json with "
+            '"enabled": true')
+
+
 def _valid_port(port: str) -> bool:
     return 0 < len(port) <= 5 and port.isascii() and port.isdigit() and int(port) <= _MAX_PORT

@@ -82,6 +82,9 @@ class Metrics:
         self._upstream_tools = Gauge("tfunnel_upstream_tools", "Tools each upstream currently offers.",
                                      ["upstream"], registry=r)
         self._sessions = Gauge("tfunnel_sessions", "Open client sessions.", registry=r)
+        # The label is one of the few RFC 6750 error codes (or `no_token`), never client text.
+        self._auth_denials = Counter("tfunnel_auth_denials_total",
+                                     "Requests refused by authentication, by error.", ["error"], registry=r)
 
     def request(self, method: str, seconds: float, *, error: bool) -> None:
         """Count one JSON-RPC request and observe its latency."""
@@ -106,6 +109,10 @@ class Metrics:
     def inflight(self, delta: int) -> None:
         """Move the in-flight tool call gauge by `delta` (+1 on start, -1 on finish)."""
         self._inflight.inc(delta)
+
+    def auth_denied(self, error: str) -> None:
+        """Count one request refused by authentication."""
+        self._auth_denials.labels(error=error).inc()
 
     def render(self, *, upstreams: Sequence[UpstreamStatistics], sessions: int) -> tuple[bytes, str]:
         """Snapshot upstreams and sessions into their gauges; return the exposition and its content type."""
