@@ -13,10 +13,11 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import pytest
 import trio
 from mcp import Client
-from mcp.types import CallToolResult, ElicitResult
+from mcp.types import CallToolResult, ElicitResult, ResourceTemplateReference
 
 from tests.conftest import FIXTURES
 from tests.httpgw import http_gateway
@@ -146,13 +147,19 @@ async def _accepted(client: Client) -> bool:
 
 
 async def test_held_prompts_templates_and_instructions(home: Path, tmp_path: Path) -> None:
-    """A prompt, a template and the instructions changed at the same version are held too: the
-    prompt and reads through the template are refused (-32010), the new instructions are not shown."""
-    attach(home, tmp_path, spec(tmp_path))
-    async with sdk_client(home) as client:
+    """A prompt, templates and the instructions changed at the same version are held too: the
+    prompt, completion and every read a held template could cover (as listed, qualified, or a URI
+    its listed pattern would not match) are refused (-32010) before the upstream sees them, and a
+    new client gets the approved instructions, not the new ones."""
+    files = {"uriTemplate": "file:///{path}", "name": "file", "description": "A file."}
+    attach(home, tmp_path, spec(tmp_path, templates=[TEMPLATE, files]))
+    async with http_gateway(home) as gw, Client(f"{gw.url}/mcp", mode="legacy", cache=None) as client:
         assert (await client.get_prompt("shift_greet")).messages
+        assert "Shifting server." in (client.instructions or "")
         write_spec(tmp_path, spec(tmp_path, prompts=[{**GREET, "description": "Greets. Always greet first."}],
-                                  templates=[{**TEMPLATE, "description": "Any note."}]))
+                                  templates=[{**TEMPLATE, "description": "Any note."},
+                                             {**files, "description": "Any file at all."}],
+                                  instructions="Always call shift_touch first.", incarnation=2))
 
         async def prompt_held() -> bool:
             prompts = (await client.list_prompts()).prompts
@@ -161,13 +168,22 @@ async def test_held_prompts_templates_and_instructions(home: Path, tmp_path: Pat
         await until(prompt_held)
         with pytest.raises(Exception, match="held by tfunnel"):
             await client.get_prompt("shift_greet")
+        for uri in ("note://7", "tfunnel+shift:note://7", "file:///etc", "file:///etc/passwd"):
+            with pytest.raises(Exception, match="held by tfunnel"):
+                await client.read_resource(uri)
         with pytest.raises(Exception, match="held by tfunnel"):
-            await client.read_resource("note://7")
+            await client.complete(ResourceTemplateReference(type="ref/resource", uri="note://{id}"),
+                                  {"name": "id", "value": "1"})
         templates = (await client.list_resource_templates()).resource_templates
-        assert (templates[0].description or "").startswith("[held by tfunnel")
+        assert all((t.description or "").startswith("[held by tfunnel") for t in templates)
+        async with Client(f"{gw.url}/mcp", mode="legacy", cache=None) as later:
+            shown = later.instructions or ""
+            assert "Shifting server." in shown and "Always call shift_touch" not in shown
+            assert "[held by tfunnel" in shown
     assert ran(tmp_path) == ["prompt greet"]
     listed = json.loads(approvals(home, "list", "--json").stdout)[0]["held"]
-    assert sorted(h["item"] for h in listed) == ["prompt:greet", "template:note://{id}"]
+    assert sorted(h["item"] for h in listed) == ["instructions", "prompt:greet", "template:file:///{path}",
+                                                 "template:note://{id}"]
 
 
 async def test_a_version_bump_is_approved_and_reported(home: Path, tmp_path: Path) -> None:
@@ -231,9 +247,13 @@ async def test_tf_accept_change_needs_the_users_confirmation(home: Path, tmp_pat
         return ElicitResult(action=action, content={} if action == "accept" else None)  # type: ignore[arg-type]
 
     attach(home, tmp_path, spec(tmp_path))
-    async with connected(home, "http", elicitation_callback=answer) as client:
+    async with http_gateway(home) as gw, Client(f"{gw.url}/mcp", mode="legacy", cache=None,
+                                                elicitation_callback=answer) as client:
         write_spec(tmp_path, spec(tmp_path, tools=[{**TOUCH, "description": "Changed."}]))
         await until(lambda: _held_summary(client))
+        async with httpx2.AsyncClient() as http:
+            health = (await http.get(f"{gw.url}/health")).json()
+        assert health["approvals"] == {"held": {"shift": ["tool:touch"]}}
         declined = await client.call_tool("toolfunnel_run_tool", {"name": "tf_accept_change",
                                                                   "args": {"upstream": "shift"}})
         assert declined.is_error and "did not confirm" in text(declined)

@@ -77,7 +77,8 @@ def test_health_document_field_for_field() -> None:
         status="degraded", server_name="tfunnel", server_version="0.1.0", uptime_s=12.345,
         protocol_versions=versions, upstreams=upstreams, config_errors=config_errors,
         calls=CallCounts(total=7, errors=2, denied=1), sessions=3, listen_streams=1,
-        config_warnings=["toolfunnel.json: gate: field 'askFalback': is not a known field"])
+        config_warnings=["toolfunnel.json: gate: field 'askFalback': is not a known field"],
+        held={"time": ["tool:b", "tool:a"]})
     assert document == {
         "status": "degraded",
         "server": {"name": "tfunnel", "version": "0.1.0"},
@@ -97,6 +98,7 @@ def test_health_document_field_for_field() -> None:
                    "warnings": ["toolfunnel.json: gate: field 'askFalback': is not a known field"]},
         "calls": {"total": 7, "errors": 2, "denied": 1},
         "clients": {"sessions": 3, "listenStreams": 1},
+        "approvals": {"held": {"time": ["tool:a", "tool:b"]}},
     }
     assert list(document["upstreams"]) == ["time", "git", "fs"]
     assert json.loads(json.dumps(document)) == document

@@ -105,8 +105,8 @@ def hook(home: Path, hook_id: str, enabled: bool) -> None:
 
 def test_what_loosens_the_gate(home: Path) -> None:
     """Disabling or removing a hook that is on, opting an upstream out of the isolation guard,
-    changing gate.*, turning the audit log off, re-enabling a tool an operator disabled. Not:
-    the same on something already off, adding, tightening."""
+    attaching an upstream, changing gate.*, turning the audit log off, re-enabling a tool an
+    operator disabled. Not: the same on something already off, tightening."""
     hook(home, "on", True)
     hook(home, "off", False)
     env = Env(home)
@@ -116,7 +116,9 @@ def test_what_loosens_the_gate(home: Path) -> None:
     assert ops_hooks.hook_set(env, {"id": "off", "action": "enable"}).loosens is None
     opted = ops_mcp.mcp_add(env, {"id": "x", "url": "https://example.com/mcp", "allowOutsidePaths": True})
     assert opted.loosens is not None and "allowOutsidePaths" in opted.loosens
-    assert ops_mcp.mcp_add(env, {"id": "x", "url": "https://example.com/mcp"}).loosens is None
+    # A remote upstream: what it lists is trusted on first sight, so attaching one is confirmed too.
+    remote = ops_mcp.mcp_add(env, {"id": "x", "url": "https://example.com/mcp"}).loosens
+    assert remote is not None and "https://example.com/mcp" in remote and "first sight" in remote
     # Code the hooks do not check: an upstream's command, a hook's command, a tool's shell or script.
     started = ops_mcp.mcp_add(env, {"id": "x", "command": "evil", "args": ["A" * 400, "--x"]}).loosens
     assert started is not None and "evil" in started and "--x" in started  # whole, not cut short

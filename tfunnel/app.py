@@ -108,7 +108,7 @@ def build(home: Path, environ: Mapping[str, str] | None = None, observer: Observ
     # What upstreams list reaches the surface through the tool approvals (pins and holds).
     approvals = Approvals(home, start.value(APPROVALS), live.files, audit,
                           quarantine=settings.approvals.quarantine, inspect=first_sight)
-    reviewed = Reviewed(supervisor, approvals, lambda: SURFACE_NAMES)
+    reviewed = Reviewed(supervisor, approvals, partial(surface_names, live))
     live.ready_tools = reviewed.tools
     live.ready_lists = reviewed.lists
     live.holds = reviewed.holds
@@ -169,10 +169,21 @@ def _keeping_listing(home: Path, live: Live) -> Callable[[], None]:
     return changed
 
 
-# The names a new upstream item must not pass itself off as: the gateway's own meta-tools. (Upstream
-# tools are surfaced as `<upstream>_<name>` unless an operator renames them, so a register tool's
-# name, or another upstream's, is not shadowed by an upstream listing the same name.)
+# The gateway's own names: no upstream item may pass itself off as one of these.
 SURFACE_NAMES = {name: GATEWAY for name in META_TOOL_NAMES}
+
+
+def surface_names(live: Live, upstream: str) -> dict[str, str]:
+    """What a new item of `upstream` must not pass itself off as: the meta-tools, and the names
+    that would take another upstream's surfaced name (`x` listing `y_z` surfaces as `x_y_z`, the
+    name of `x_y`'s tool `z`). A register tool's name, or another upstream's bare tool name, is
+    not at risk: upstream tools are surfaced as `<upstream>_<name>`."""
+    names = dict(SURFACE_NAMES)
+    prefix = f"{upstream}_"
+    for tool in live.catalog.upstream:
+        if tool.upstream != upstream and tool.surfaced.startswith(prefix):
+            names.setdefault(tool.surfaced[len(prefix):], f"upstream {tool.upstream!r}")
+    return names
 
 
 def server_instructions(supervisor: Supervisor, reviewed: Reviewed, settings: Settings) -> str:

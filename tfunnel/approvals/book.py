@@ -3,7 +3,7 @@
 ```
 {"version": 1,
  "upstreams": {"<id>": {
-     "server": {"name": "...", "version": "..."},
+     "server": {"name": "...", "version": "...", "seen": ["<name> <version>", ...]},
      "approved": {"tool:<name>": {"digest": "sha256:...", "fields": {...}, "at": "<iso>",
                                   "how": "first-sight" | "accepted" | "version"}},
      "held": {"tool:<name>": {"digest": "...", "fields": {...}, "since": "<iso>",
@@ -35,6 +35,7 @@ HOWS: tuple[How, ...] = ("first-sight", "accepted", "version")
 WHYS: tuple[Why, ...] = ("changed", "quarantined", "new")
 _TOP_KEYS = ("version", "upstreams")
 _RECORD_KEYS = ("server", "approved", "held")
+_SERVER_KEYS = ("name", "version", "seen")
 _PIN_KEYS = ("digest", "fields", "at", "how")
 _HELD_KEYS = ("digest", "fields", "since", "why", "reason")
 
@@ -64,6 +65,9 @@ class Record:
     server_version: str = ""
     approved: Mapping[str, Pin] = field(default_factory=dict)
     held: Mapping[str, Held] = field(default_factory=dict)
+    # Every server identity ("<name> <version>") this upstream has shown, oldest first (bounded):
+    # only one never seen before is an update; going back to an earlier one is not.
+    seen: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -88,9 +92,11 @@ def _parse(home: Path, raw: dict[str, Any], f: Fields) -> Book:
             continue
         f.known(row, label, _RECORD_KEYS)
         server = f.mapping(row, "server", label)
+        f.known(server, label, _SERVER_KEYS, prefix="server.")
         records[upstream_id] = Record(
             server_name=f.string(server, "name", label, field="server.name"),
             server_version=f.string(server, "version", label, field="server.version"),
+            seen=tuple(v for v in f.array(server, "seen", "strings", label) if isinstance(v, str)),
             approved=_entries(f.mapping(row, "approved", label), f"{label}.approved", f, _pin),
             held=_entries(f.mapping(row, "held", label), f"{label}.held", f, _held))
     return Book(records)
@@ -151,7 +157,8 @@ def to_document(book: Book) -> dict[str, Any]:
     for upstream_id in sorted(book.upstreams):
         record = book.upstreams[upstream_id]
         upstreams[upstream_id] = {
-            "server": {"name": record.server_name, "version": record.server_version},
+            "server": {"name": record.server_name, "version": record.server_version,
+                       "seen": list(record.seen)},
             "approved": {k: {"digest": p.digest, "fields": dict(p.fields), "at": p.at, "how": p.how}
                          for k, p in sorted(record.approved.items())},
             "held": {k: {"digest": h.digest, "fields": dict(h.fields), "since": h.since, "why": h.why,

@@ -7,10 +7,12 @@ happened. The rules, in order, for each item:
 - new (never approved): quarantined when the first-sight check flags it (`quarantine` not
   `off`); held as new when `quarantine` is `all-new`, or when the upstream is `strictApproval`
   and already known (a strict upstream's first sight is still trust on first use); else approved;
-- changed, at a new server identity (name or version) and not `strictApproval`: approved as an
-  update (that is what an update looks like), unless the first-sight check flags the new
-  descriptor, which quarantines it;
-- changed otherwise (same version, or `strictApproval`): held, naming what changed.
+- changed, at a server identity (name and version) this upstream never showed before, not
+  `strictApproval`, and not held already: approved as an update (that is what an update looks
+  like), unless the first-sight check flags the new descriptor, which quarantines it;
+- changed otherwise (the same version, a version seen before — a downgrade, or two processes of
+  different versions on one home —, an item already held, or `strictApproval`): held, naming
+  what changed (in names that are ours: `pins.changed_fields`).
 
 A held item whose descriptor is the one already held keeps its first `since`. Items no longer
 listed keep their approval (a tool that comes back changed is still a change) and lose any hold.
@@ -23,12 +25,13 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from tfunnel.approvals.book import Held, Pin, Record, Why
-from tfunnel.approvals.pins import Item, changed_paths
+from tfunnel.approvals.pins import Item, changed_fields
 from tfunnel.config.model import Quarantine
 
 # The first-sight check: a short, model-safe reason (rule ids and fields) when it flags an item.
 Inspect = Callable[[Item], str | None]
 _MAX_PATHS = 6
+MAX_SEEN = 32  # server identities remembered per upstream
 
 
 @dataclass(frozen=True)
@@ -52,7 +55,9 @@ def review(record: Record | None, server_name: str, server_version: str, items: 
            strict: bool, quarantine: Quarantine, inspect: Inspect, now: str) -> Review:
     first = record is None
     old = record or Record()
-    new_identity = not first and (server_name, server_version) != (old.server_name, old.server_version)
+    identity = f"{server_name} {server_version}"
+    seen = old.seen or ((f"{old.server_name} {old.server_version}",) if not first else ())
+    new_identity = not first and identity not in seen
     approved = dict(old.approved)
     held: dict[str, Held] = {}
     pinned: list[str] = []
@@ -85,7 +90,7 @@ def review(record: Record | None, server_name: str, server_version: str, items: 
                 pinned.append(key)
             continue
         what = _what_changed(pin, item)
-        if new_identity and not strict:
+        if new_identity and not strict and key not in old.held:
             finding = flagged(item)
             if finding is not None:
                 hold(item, "quarantined", f"{what} changed with a new server version and it is "
@@ -95,11 +100,17 @@ def review(record: Record | None, server_name: str, server_version: str, items: 
                 updated.append(key)
         elif strict:
             hold(item, "changed", f"{what} changed (strictApproval holds every change)")
+        elif new_identity:  # held before the version changed: an update does not launder it
+            hold(item, "changed", f"{what} changed, and was held before the server version changed")
+        elif identity != f"{old.server_name} {old.server_version}":
+            hold(item, "changed", f"{what} changed, with server version {server_version or '(none)'} "
+                                  "seen before (not an update)")
         else:
             hold(item, "changed", f"{what} changed at the same server version "
                                   f"{server_version or '(none given)'}")
-    # The identity the approved items now stand for (a held change stays held across versions).
-    new = replace(old, server_name=server_name, server_version=server_version, approved=approved, held=held)
+    seen = seen if identity in seen else (*seen, identity)[-MAX_SEEN:]
+    new = replace(old, server_name=server_name, server_version=server_version, approved=approved, held=held,
+                  seen=seen)
     events: list[Event] = []
     if pinned:
         events.append(Event("pinned", tuple(pinned)))
@@ -116,7 +127,7 @@ def review(record: Record | None, server_name: str, server_version: str, items: 
 
 
 def _what_changed(pin: Pin, item: Item) -> str:
-    paths = changed_paths(pin.fields, item.fields)
+    paths = changed_fields(pin.fields, item.fields)
     shown = ", ".join(paths[:_MAX_PATHS]) + (f" and {len(paths) - _MAX_PATHS} more" if len(paths) > _MAX_PATHS
                                               else "")
     return shown or "its descriptor"

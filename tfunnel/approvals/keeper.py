@@ -62,6 +62,7 @@ class Approvals:
         self._inspect = inspect or (lambda others: lambda item: None)
         self._clock = clock
         self._memo: dict[str, tuple[Listing, views.Shown]] = {}
+        self._stale: set[str] = set()
         # Called (under the file's lock) after each write of ours: the watcher is told it was us.
         self.on_write: Callable[[], None] = lambda: None
 
@@ -69,14 +70,35 @@ class Approvals:
     def book(self) -> Book:
         return self._book
 
-    def review(self, upstream: str, listing: Listing, others: Mapping[str, str]) -> views.Shown:
+    def review(self, upstream: str, listing: Listing, others: Callable[[], Mapping[str, str]]) -> views.Shown:
+        """What clients are shown of `upstream` now; `others()` (asked only when something is
+        judged) names what a new item must not pass itself off as."""
         memo = self._memo.get(upstream)
         if memo is not None and (memo[0] is listing or memo[0] == listing):
             return memo[1]
-        record = self._review(upstream, listing, others)
-        result = views.shown(upstream, listing.lists, listing.instructions, record)
+        try:
+            record = self._review(upstream, listing, others())
+            result = views.shown(upstream, listing.lists, listing.instructions, record)
+        except Exception:  # fail closed: an upstream that cannot be judged shows nothing
+            log.exception("upstream items could not be reviewed; none of them is shown", upstream=upstream)
+            result = views.Shown({}, "", {})
         self._memo[upstream] = (listing, result)
         return result
+
+    def take_stale(self) -> bool:
+        """Whether a review found approvals changed by someone else (the command line) for
+        upstreams already judged: they are to be judged again (their memo is gone)."""
+        stale, self._stale = bool(self._stale), set()
+        return stale
+
+    def _adopt(self, book: Book, judging: str | None = None) -> set[str]:
+        """Put `book` in force; forget the reviews of upstreams whose approvals it changes."""
+        changed = {u for u in set(book.upstreams) | set(self._book.upstreams)
+                   if u != judging and _approved(book, u) != _approved(self._book, u)}
+        self._book = book
+        for upstream in changed:
+            self._memo.pop(upstream, None)
+        return changed
 
     def _review(self, upstream: str, listing: Listing, others: Mapping[str, str]) -> Record:
         items = items_of(listing.lists, listing.instructions)
@@ -104,7 +126,7 @@ class Approvals:
                 book = change(self._book)
             else:
                 self._files.reread(APPROVALS)
-        self._book = book
+        self._stale |= self._adopt(book, judging=upstream)
         for event in outcome[0].events:
             self._report(upstream, listing, event)
         return outcome[0].record
@@ -138,15 +160,20 @@ class Approvals:
 
     def reload(self) -> bool:
         """The file changed on disk: adopt a valid version (the last good one stays otherwise);
-        True when the book in force changed (every upstream is reviewed again)."""
+        True when what is approved changed (those upstreams are judged again). A change to what
+        is held only (another gateway's view of its own upstreams) judges nothing again: two
+        gateways on one home never make each other rewrite the file."""
         book = self._files.reread(APPROVALS)
         if book is None or book == self._book:
             return False
-        self._book = book
-        self._memo.clear()
-        return True
+        return bool(self._adopt(book))
 
     def forget(self, keep: Sequence[str]) -> None:
         """Drop the remembered reviews of upstreams not in `keep` (no longer ready)."""
         for upstream in [u for u in self._memo if u not in keep]:
             del self._memo[upstream]
+
+
+def _approved(book: Book, upstream: str) -> dict[str, str]:
+    record = book.upstreams.get(upstream)
+    return {key: pin.digest for key, pin in record.approved.items()} if record is not None else {}

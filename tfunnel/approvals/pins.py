@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -30,6 +32,7 @@ FIELDS: Mapping[Kind, tuple[str, ...]] = {
 # The field that names an item of each kind (its key within its upstream).
 _NAMED_BY: Mapping[Kind, str] = {"tool": "name", "prompt": "name", "template": "uriTemplate",
                                   "instructions": "instructions"}
+_SURROGATE = re.compile("[\ud800-\udfff]")
 # How deep `changed_paths` looks before it names a whole subtree.
 _PATH_DEPTH = 4
 
@@ -51,9 +54,47 @@ class Item:
 
 
 def digest(fields: Mapping[str, Any]) -> str:
-    canonical = json.dumps(fields, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-                           allow_nan=False)
-    return "sha256:" + hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()
+    """Total over whatever an upstream's JSON decoded to: non-finite numbers and lone surrogates
+    (both of which a lenient decoder lets through) have a canonical spelling too (`Infinity`,
+    `\\ud800`), so no descriptor can make a review fail."""
+    canonical = json.dumps(_canonical(fields), sort_keys=True, separators=(",", ":"), ensure_ascii=True,
+                           allow_nan=True)
+    return "sha256:" + hashlib.sha256(canonical.encode("ascii")).hexdigest()
+
+
+def _canonical(fields: Mapping[str, Any]) -> dict[str, Any]:
+    """`required` lists are sets: their order carries no meaning (a server that builds one from a
+    set may list it differently at each start)."""
+    out = dict(fields)
+    for schema_field in ("inputSchema", "outputSchema"):
+        schema = out.get(schema_field)
+        if isinstance(schema, Mapping) and isinstance(schema.get("required"), list) \
+                and all(isinstance(r, str) for r in schema["required"]):
+            out[schema_field] = {**schema, "required": sorted(set(schema["required"]))}
+    return out
+
+
+def storable(value: Any) -> Any:
+    """`value` as strict JSON can hold it (what the approvals file and its readers can take): a
+    non-finite number becomes its name as a string, a lone surrogate U+FFFD. For display and
+    diffs only; digests are taken from the item as listed."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value) if _has_surrogate(value) else value
+    if isinstance(value, Mapping):
+        return {storable(k): storable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [storable(v) for v in value]
+    return value
+
+
+def _has_surrogate(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 def item_key(kind: Kind, name: str) -> str:
@@ -67,7 +108,7 @@ def pinned(kind: Kind, descriptor: Mapping[str, Any]) -> Item | None:
     if not isinstance(name, str):
         return None
     fields = {f: descriptor[f] for f in FIELDS[kind] if f in descriptor}
-    return Item(item_key(kind, name), kind, fields, digest(fields))
+    return Item(item_key(kind, name), kind, storable(fields), digest(fields))
 
 
 def instructions_item(text: str) -> Item | None:
@@ -75,7 +116,7 @@ def instructions_item(text: str) -> Item | None:
     if not text:
         return None
     fields = {"instructions": text}
-    return Item("instructions", "instructions", fields, digest(fields))
+    return Item("instructions", "instructions", storable(fields), digest(fields))
 
 
 def items_of(lists: Mapping[str, Sequence[Mapping[str, Any]]], instructions: str) -> dict[str, Item]:
@@ -93,10 +134,34 @@ def items_of(lists: Mapping[str, Sequence[Mapping[str, Any]]], instructions: str
     return found
 
 
+# The annotations MCP defines: the only keys under `annotations` a reason names (any other key is
+# the upstream's own text, and a reason is shown to the model).
+ANNOTATION_HINTS = frozenset({"title", "readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"})
+
+
+def changed_fields(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[str]:
+    """What differs, in names that are ours, never the upstream's (pure): pinned top-level fields,
+    and under `annotations` the hints MCP defines (`annotations.destructiveHint`); anything else
+    under a field is that field. Safe to show the model and to put in a question."""
+    out: list[str] = []
+    for name in sorted(set(before) | set(after)):
+        if before.get(name) == after.get(name):
+            continue
+        old, new = before.get(name), after.get(name)
+        if name == "annotations" and isinstance(old, Mapping) and isinstance(new, Mapping):
+            keys = [k for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
+            if keys and all(k in ANNOTATION_HINTS for k in keys):
+                out += [f"annotations.{k}" for k in keys]
+                continue
+        out.append(name if isinstance(name, str) and name.isidentifier() else "(a field)")
+    return out
+
+
 def changed_paths(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[str]:
     """Where two pinned field sets differ, as dotted paths (`description`,
     `annotations.destructiveHint`, `inputSchema.properties.path`), sorted; a list that differs
-    is named whole."""
+    is named whole. The paths carry the upstream's own keys: for `tfunnel approvals diff` (printed
+    escaped), never for the model (`changed_fields` is)."""
     return sorted(_diff(before, after, ""))
 
 

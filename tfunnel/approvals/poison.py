@@ -72,8 +72,9 @@ def _cp(ch: str) -> str:
     return f"U+{ord(ch):04X}"
 
 
-def _safe(text: str, limit: int = _DETAIL_LIMIT) -> str:
-    """`text` on one line with every non-printing or invisible character as U+XXXX, cut to `limit`."""
+def printable(text: str, limit: int = _DETAIL_LIMIT) -> str:
+    """`text` on one line with every non-printing or invisible character as U+XXXX, cut to `limit`:
+    safe for a terminal and a log (no escape sequence, no reordering, nothing hidden)."""
     out: list[str] = []
     size = 0
     for ch in text:
@@ -205,7 +206,7 @@ _EXFILTRATION = _patterns(
 
 
 def _quoted(m: re.Match[str] | None) -> str | None:
-    return None if m is None else '"' + _safe(m.group().strip(), 80) + '"'
+    return None if m is None else '"' + printable(m.group().strip(), 80) + '"'
 
 
 # --- per-string predicates: (kind, field, text) -> detail or None ------------------------------------
@@ -216,9 +217,9 @@ def _invisible(kind: Kind, field: str, text: str) -> str | None:
         return None
     listed = " ".join(_cp(c) for c in dict.fromkeys(found[:8]))
     spelled = _tag_text(_FLAG_TAGS.sub("", text))
-    spells = f'tag characters spell "{_safe(spelled, 80)}"; ' if spelled else ""
+    spells = f'tag characters spell "{printable(spelled, 80)}"; ' if spelled else ""
     more = _ELLIPSIS if len(found) > 8 else ""
-    return _safe(f"{spells}{len(found)} invisible character(s): {listed}{more}")
+    return printable(f"{spells}{len(found)} invisible character(s): {listed}{more}")
 
 
 def _listed(what: str, found: list[str]) -> str | None:
@@ -314,15 +315,16 @@ def _name_findings(kind: Kind, descriptor: Mapping[str, Any] | str,
         if _name_key(other) != key:
             continue
         if other.casefold() == name.casefold():
-            how = f'the same name as "{_safe(other, 60)}" ({_safe(owner, 60)})'
+            how = f'the same name as "{printable(other, 60)}" ({printable(owner, 60)})'
         else:
             differ = " ".join(dict.fromkeys(_cp(c) for c in name if c not in other))
-            how = f'looks like "{_safe(other, 60)}" ({_safe(owner, 60)}); differs in {differ or "separators"}'
-        yield Finding("shadows-name", "name", _safe(how))
+            how = (f'looks like "{printable(other, 60)}" ({printable(owner, 60)}); '
+                   f'differs in {differ or "separators"}')
+        yield Finding("shadows-name", "name", printable(how))
         break
     if not re.fullmatch(r"[\x20-\x7e]+", name):
         odd = " ".join(dict.fromkeys(_cp(c) for c in name if not " " <= c <= "~"))
-        yield Finding("non-ascii-name", "name", _safe(f'"{_safe(name, 80)}" has {odd}'))
+        yield Finding("non-ascii-name", "name", printable(f'"{printable(name, 80)}" has {odd}'))
 
 
 def inspect(kind: Kind, descriptor: Mapping[str, Any] | str, *,
@@ -339,7 +341,7 @@ def inspect(kind: Kind, descriptor: Mapping[str, Any] | str, *,
             continue
         for field, text in strings:
             if (rule, field) not in found and (detail := predicate(kind, field, text)) is not None:
-                found[rule, field] = Finding(rule, _safe(field, 120), detail)
+                found[rule, field] = Finding(rule, printable(field, 120), detail)
     total = sum(len(text) for _, text in strings)
     if total > TOTAL_LIMIT:
         found["long-text", "*"] = Finding("long-text", "(whole descriptor)",
@@ -351,7 +353,7 @@ def summary(findings: Sequence[Finding]) -> str:
     """One line for a warning/description prefix/error, e.g. 'invisible Unicode in description
     (3 invisible character(s): U+E0041…); text aimed at the model in inputSchema.properties.x.description
     ("ignore previous instructions")'. At most 300 characters, safe to print; "" for no findings."""
-    parts = [f"{_LABELS.get(f.rule, f.rule)} in {f.field} ({_safe(f.detail, 70)})" for f in findings]
+    parts = [f"{_LABELS.get(f.rule, f.rule)} in {f.field} ({printable(f.detail, 70)})" for f in findings]
     line = ""
     for i, part in enumerate(parts):
         rest = len(parts) - i - 1
@@ -360,7 +362,7 @@ def summary(findings: Sequence[Finding]) -> str:
         if len(candidate) + len(tail) <= _SUMMARY_LIMIT:
             line = candidate
         elif not line:
-            return _safe(part, _SUMMARY_LIMIT - len(tail)) + tail
+            return printable(part, _SUMMARY_LIMIT - len(tail)) + tail
         else:
             return f"{line} (+{rest + 1} more)"
     return line

@@ -44,15 +44,19 @@ class Shown:
 
 
 def accept_command(upstream: str, key: str) -> str:
+    """The command that accepts `key`: a tool by its bare name unless that would name something
+    else (`instructions`, or a name with a colon), every other item by its full key."""
     name = key.partition(":")[2] if key.startswith("tool:") else key
+    if key.startswith("tool:") and (name == "instructions" or ":" in name):
+        name = key
     return f"tfunnel approvals accept {upstream}/{name}"
 
 
 def hold_of(upstream: str, key: str, held: Held) -> Hold:
     word = "quarantined" if held.why == "quarantined" else "held"
     command = accept_command(upstream, key)
-    warning = (f"[{word} by tfunnel: {held.reason}; calls are refused until an operator accepts it "
-               f"with `{command}`]")
+    effect = "the new text is not shown" if key == "instructions" else "calls are refused"
+    warning = f"[{word} by tfunnel: {held.reason}; {effect} until an operator accepts it with `{command}`]"
     refusal = (f"{key} of upstream {upstream!r} is {word} by tfunnel's tool approvals ({held.reason}); "
                f"it is refused until an operator reviews and accepts it (`{command}`, or "
                f"tfunnel approvals diff {upstream} to see the change)")
@@ -62,16 +66,19 @@ def hold_of(upstream: str, key: str, held: Held) -> Hold:
 def shown(upstream: str, lists: Mapping[str, Sequence[Mapping[str, Any]]], instructions: str,
           record: Record) -> Shown:
     holds = {key: hold_of(upstream, key, held) for key, held in record.held.items()}
-    if not holds:
-        return Shown({name: tuple(dict(i) for i in items) for name, items in lists.items()}, instructions, {})
     out: dict[str, Items] = {}
     for list_name, items in lists.items():
         kind = LIST_OF.get(list_name)
         named_by = "uriTemplate" if kind == "template" else "name"
         rows: list[dict[str, Any]] = []
+        keys: set[str] = set()
         for item in items:
             name = item.get(named_by)
             key = item_key(kind, name) if kind is not None and isinstance(name, str) else None
+            if key is not None:
+                if key in keys:  # only an item's first listing was judged: a second is never shown
+                    continue
+                keys.add(key)
             hold = holds.get(key) if key is not None else None
             if hold is None or kind is None or key is None:
                 rows.append(dict(item))

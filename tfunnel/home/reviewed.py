@@ -9,6 +9,7 @@ instructions quote.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any
 
 from tfunnel.approvals.keeper import Approvals, Listing
@@ -16,24 +17,27 @@ from tfunnel.approvals.views import Items, Shown
 from tfunnel.upstream.supervised import Upstream
 from tfunnel.upstream.supervisor import Supervisor
 
+# Judging passes per rebuild: a second one when the command line accepted something meanwhile.
+_PASSES = 3
+
 
 class Reviewed:
     def __init__(self, supervisor: Supervisor, approvals: Approvals,
-                 others: Callable[[], Mapping[str, str]]) -> None:
-        """`others`: the names the surface shows besides upstream items, and their owners (for
-        the check that a new item does not pass itself off as one of them)."""
+                 others: Callable[[str], Mapping[str, str]]) -> None:
+        """`others(upstream)`: the names a new item of `upstream` must not pass itself off as,
+        and their owners (for the first-sight check)."""
         self._supervisor = supervisor
         self._approvals = approvals
         self._others = others
 
     def shown(self) -> dict[str, Shown]:
         ready = self._supervisor.ready()
-        others: Mapping[str, str] | None = None
         out: dict[str, Shown] = {}
-        for uid, upstream in ready.items():
-            if others is None:
-                others = self._others()
-            out[uid] = self._approvals.review(uid, _listing(upstream), others)
+        for _ in range(_PASSES):  # again while a review finds approvals changed under it
+            for uid, upstream in ready.items():
+                out[uid] = self._approvals.review(uid, _listing(upstream), partial(self._others, uid))
+            if not self._approvals.take_stale():
+                break
         self._approvals.forget(list(ready))
         return out
 

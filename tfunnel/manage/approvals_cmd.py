@@ -15,6 +15,7 @@ from pathlib import Path
 from tfunnel.approvals import store
 from tfunnel.approvals.book import APPROVALS_FILE, Book
 from tfunnel.approvals.keeper import now_iso
+from tfunnel.approvals.poison import printable
 from tfunnel.errors import ToolFailure
 from tfunnel.manage import ops_approvals
 from tfunnel.observe.audit import AuditLog, load_log_config
@@ -33,14 +34,24 @@ def approvals_command(home: Path, action: str, target: str | None, *, every: boo
             return 0
         rows = ops_approvals.diff(book, ops_approvals.choose(book, upstream, name))
         if as_json:
-            print(json.dumps(rows, indent=2, ensure_ascii=False))
+            print(json.dumps(rows, indent=2, ensure_ascii=True))
         for row in rows if not as_json else ():
-            print(f"{row['upstream']}/{row['item']}: {row['why']}: {row['reason']}")
-            print(row["diff"] or "(no approved version: new)\n" + json.dumps(row["held"], indent=2))
+            print(_line(f"{row['upstream']}/{row['item']} ({row['digest'][:19]}): {row['why']}: "
+                        f"{row['reason']}"))
+            if row["approved"] is None:
+                print("(new: nothing of it was approved before)")
+            for line in row["diff"].splitlines():
+                print(_line(line, 4000))
         return 0
-    except ToolFailure as exc:
-        print(f"tfunnel approvals: {exc}", file=sys.stderr)
+    except (ToolFailure, OSError) as exc:
+        print(f"tfunnel approvals: {_line(str(exc))}", file=sys.stderr)
         return 1
+
+
+def _line(text: str, limit: int = 1000) -> str:
+    """Upstream text is printed escaped: no terminal escape sequence, bidi control or hidden
+    character from a descriptor reaches the operator's terminal as itself."""
+    return printable(text, limit)
 
 
 def _list(home: Path, book: Book, as_json: bool) -> int:
@@ -52,10 +63,10 @@ def _list(home: Path, book: Book, as_json: bool) -> int:
         print(f"no approvals yet in {home / APPROVALS_FILE} (a gateway on this home pins what it sees)")
     for row in rows:
         server = row["server"]
-        print(f"{row['upstream']}  {server['name'] or '-'} {server['version'] or '-'}  "
-              f"approved={row['approved']}  held={len(row['held'])}")
+        print(_line(f"{row['upstream']}  {server['name'] or '-'} {server['version'] or '-'}  "
+                    f"approved={row['approved']}  held={len(row['held'])}"))
         for held in row["held"]:
-            print(f"  {held['why']:<11} {held['item']}: {held['reason']}")
+            print("  " + _line(f"{held['why']:<11} {held['item']} ({held['digest'][:19]}): {held['reason']}"))
     return 0
 
 
@@ -65,6 +76,9 @@ def _accept(home: Path, target: str | None, every: bool, as_json: bool) -> int:
               file=sys.stderr)
         return 2
     upstream, name = ops_approvals.split_target(target)
+    if upstream is None and not any(r.held for r in ops_approvals.current_book(home).upstreams.values()):
+        print(json.dumps({"ok": True, "accepted": {}}) if as_json else "nothing is held for approval")
+        return 0  # --all on nothing: done already (scripts may run it unconditionally)
     done: dict[str, list[str]] = {}
     failure: list[str] = []
 
@@ -91,5 +105,5 @@ def _accept(home: Path, target: str | None, every: bool, as_json: bool) -> int:
     if as_json:
         print(json.dumps({"ok": True, "accepted": done}, ensure_ascii=False))
     else:
-        print("\n".join(f"accepted {up}/{k}" for up, keys in done.items() for k in keys))
+        print("\n".join(_line(f"accepted {up}/{k}") for up, keys in done.items() for k in keys))
     return 0

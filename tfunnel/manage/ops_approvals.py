@@ -76,10 +76,14 @@ def accepted(book: Book, chosen: Chosen, now: str) -> tuple[Book, dict[str, list
 
 
 def split_target(target: str | None) -> tuple[str | None, str | None]:
+    """`UPSTREAM` or `UPSTREAM/ITEM` (an upstream id has no `/`; an item may: a template's URI);
+    an empty part is refused rather than read as "everything"."""
     if target is None:
         return None, None
     upstream, sep, name = target.partition("/")
-    return upstream, (name if sep and name else None)
+    if not upstream or (sep and not name):
+        raise ToolFailure(f"{target!r} names no item: write UPSTREAM or UPSTREAM/ITEM")
+    return upstream, (name if sep else None)
 
 
 def current_book(env_home: Any) -> Book:
@@ -98,9 +102,11 @@ def accept_change(env: Env, args: Mapping[str, Any]) -> Plan:
     new, done = accepted(book, chosen, now_iso())
     pairs = [(u, k) for u, keys in done.items() for k in keys]
     reasons = "; ".join(f"{u}/{k}: {book.upstreams[u].held[k].reason}" for u, k in pairs)
-    items = ", ".join(f"{u}/{k}" for u, k in pairs)
+    # Each item with its digest: what the user confirms is that descriptor, and a change while
+    # they are asked makes the question differ (`Management.run` then writes nothing).
+    items = ", ".join(f"{u}/{k} ({book.upstreams[u].held[k].digest[:19]})" for u, k in pairs)
     change = Change(f"accept the held {items}", {APPROVALS: to_document(new)})
-    return Plan({"accepted": done}, change,
+    return Plan({"accepted": done}, change, always_confirmed=True,
                 loosens=f"the model could then see and call what the upstream changed ({reasons})")
 
 
@@ -108,7 +114,7 @@ def listing(book: Book) -> list[dict[str, Any]]:
     """`tfunnel approvals list --json`: each upstream's identity, approved count, and holds."""
     return [{"upstream": u, "server": {"name": r.server_name, "version": r.server_version},
              "approved": len(r.approved),
-             "held": [{"item": k, "why": h.why, "reason": h.reason, "since": h.since}
+             "held": [{"item": k, "why": h.why, "reason": h.reason, "since": h.since, "digest": h.digest}
                       for k, h in sorted(r.held.items())]}
             for u, r in sorted(book.upstreams.items())]
 
@@ -128,6 +134,7 @@ def diff(book: Book, chosen: Chosen) -> list[dict[str, Any]]:
             text = "".join(difflib.unified_diff(before, after, f"{upstream}/{key} (approved)",
                                                 f"{upstream}/{key} (held)"))
             out.append({"upstream": upstream, "item": key, "why": held.why, "reason": held.reason,
+                        "digest": held.digest,
                         "approved": dict(pin.fields) if pin is not None else None,
                         "held": dict(held.fields), "diff": text})
     return out

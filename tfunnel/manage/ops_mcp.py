@@ -45,6 +45,10 @@ def mcp_add(env: Env, args: Mapping[str, Any]) -> Plan:
     if "command" in row:  # a stdio upstream: a program the gateway starts
         reasons.append(runs(f"upstream {upstream_id!r}", {k: row[k] for k in ("command", "args", "env", "cwd")
                                                           if k in row}))
+    elif "url" in row:  # a remote one: whatever it lists is trusted on first sight (the tool approvals)
+        reasons.append(f"upstream {upstream_id!r} connects to {shown(row['url'])}, and what that server "
+                       "lists reaches the model trusted on first sight (a held change of another "
+                       "upstream could come back this way under a new id)")
     if opted:
         reasons.append(f"it opts out of the isolation guard ({', '.join(opted)})")
     loosens = "; ".join(reasons) or None

@@ -3,7 +3,8 @@ and whether that change loosens the gate; and when the user must confirm it.
 
 A human confirms what loosens the gate (SPEC §9): a model must not be able to switch off its own
 guard rails. `gate.confirmManagement` says what is confirmed: `loosening` (the default: each
-operation says which of its changes loosen, and why), `all` (every change), `none`.
+operation says which of its changes loosen, and why), `all` (every change), `none` (nothing but
+what is always confirmed: accepting a held upstream change).
 """
 
 from __future__ import annotations
@@ -29,6 +30,9 @@ class Plan:
     result: dict[str, Any] = field(default_factory=dict)
     change: Change | None = None
     loosens: str | None = None
+    # Confirmed whatever `gate.confirmManagement` says (accepting a held upstream change: a model
+    # must not approve its own rug pull, whatever the operator relaxed elsewhere).
+    always_confirmed: bool = False
 
 
 @dataclass(frozen=True)
@@ -49,7 +53,9 @@ class Env:
 def question(policy: ConfirmManagement, tool: str, plan: Plan) -> str | None:
     """The confirmation to put to the user before `plan` is written, or None (pure). Its text
     names the exact change, so an answer to it answers for that change only."""
-    if plan.change is None or policy == "none" or (policy == "loosening" and plan.loosens is None):
+    if plan.change is None:
+        return None
+    if not plan.always_confirmed and (policy == "none" or (policy == "loosening" and plan.loosens is None)):
         return None
     if plan.loosens:  # what makes it matter comes first, whole (the summary may be shortened)
         return (f"A tool call ({tool}) asks for a change that loosens the gate: {plan.loosens}. "

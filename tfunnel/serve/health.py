@@ -56,12 +56,14 @@ def _upstream(u: UpstreamStatistics) -> dict[str, Any]:
 def health_document(*, status: Status, server_name: str, server_version: str, uptime_s: float,
                     protocol_versions: Sequence[str], upstreams: Sequence[UpstreamStatistics],
                     config_errors: Mapping[str, str], calls: CallCounts, sessions: int,
-                    listen_streams: int, config_warnings: Sequence[str] = ()) -> dict[str, Any]:
+                    listen_streams: int, config_warnings: Sequence[str] = (),
+                    held: Mapping[str, Sequence[str]] | None = None) -> dict[str, Any]:
     """The JSON body of `/health`, field for field as SPEC §8.2 shows it, plus `config.warnings`.
 
     Upstreams keep the order given; `stopped` lists every upstream the supervisor gave up on, with
     why; config errors (keyed by file) are listed sorted by file; config warnings as given (the
-    caller sorts them by file).
+    caller sorts them by file). `approvals.held` names, by upstream, the items the tool approvals
+    hold (their calls are refused until an operator accepts them).
     """
     return {
         "status": status,
@@ -77,4 +79,5 @@ def health_document(*, status: Status, server_name: str, server_version: str, up
                    "warnings": list(config_warnings)},
         "calls": {"total": calls.total, "errors": calls.errors, "denied": calls.denied},
         "clients": {"sessions": sessions, "listenStreams": listen_streams},
+        "approvals": {"held": {u: sorted(keys) for u, keys in sorted((held or {}).items())}},
     }

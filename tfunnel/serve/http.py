@@ -435,7 +435,8 @@ class HttpApp:
             upstreams=statistics, config_errors=self.live.errors, config_warnings=self.live.warnings,
             calls=health.CallCounts(self.tally.total, self.tally.errors, self.tally.denied),
             sessions=len(self.sessions),
-            listen_streams=self.sessions.streams() + self.router.modern.listening)
+            listen_streams=self.sessions.streams() + self.router.modern.listening,
+            held={upstream: list(keys) for upstream, keys in self.live.holds().items()})
         await json_response(send, health.http_status(status), document)
 
 

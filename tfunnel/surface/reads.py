@@ -32,7 +32,7 @@ from tfunnel.protocol.meta import own_keys
 from tfunnel.surface import pages
 from tfunnel.surface.catalog import Catalog
 from tfunnel.surface.notices import Notices, via
-from tfunnel.surface.upstream_items import Route
+from tfunnel.surface.upstream_items import Route, held_template
 
 log = structlog.get_logger("tfunnel.surface")
 
@@ -103,6 +103,7 @@ class Reads:
         if isinstance(found, str):
             raise ProtocolError(INVALID_PARAMS, f"Invalid params: {found}")
         if found.hold is not None:  # waits for approval: the upstream is not asked
+            self._refused(found.gate_name, found.upstream, reader)
             raise ProtocolError(POLICY_DENIED, found.hold)
         call = ToolCall(surfaced=found.gate_name, tool_id=found.gate_name, display=found.title,
                         args=arguments, mode="prompt", session_id=reader.session_id,
@@ -120,7 +121,7 @@ class Reads:
         if not isinstance(uri, str) or not uri:
             raise ProtocolError(INVALID_PARAMS, 'Invalid params: "uri" must be a non-empty string')
         target = self._route(uri)
-        _refuse_held(target, uri)
+        self._refuse_held(target, uri, reader)
         call = ToolCall(surfaced=target.gate_name, tool_id=target.gate_name, display=uri,
                         args={"uri": uri}, mode="resource", session_id=reader.session_id,
                         call_id=reader.call_id, ask_user=reader.ask_user)
@@ -133,7 +134,7 @@ class Reads:
                 raise ProtocolError(INVALID_PARAMS, "Invalid params: a PreToolUse hook rewrote the "
                                     "resource URI to something that is not a URI")
             target = self._route(rewritten)
-            _refuse_held(target, uri)
+            self._refuse_held(target, uri, reader)
         try:
             return await self._forward(target.upstream, "resources/read", {"uri": target.original},
                                        reader, call)
@@ -156,10 +157,12 @@ class Reads:
             if isinstance(found, str):
                 raise ProtocolError(INVALID_PARAMS, f"Invalid params: {found}")
             if found.hold is not None:
+                self._refused(found.gate_name, found.upstream, reader)
                 raise ProtocolError(POLICY_DENIED, found.hold)
             upstream, upstream_ref = found.upstream, {"type": kind, "name": found.name}
         elif kind == "ref/resource" and isinstance(ref.get("uri"), str):
             target = self._route(ref["uri"])
+            self._refuse_held(target, ref["uri"], reader)
             upstream, upstream_ref = target.upstream, {"type": kind, "uri": _upstream_uri(target)}
         else:
             raise ProtocolError(INVALID_PARAMS, 'Invalid params: "ref" must be {"type": "ref/prompt", '
@@ -175,6 +178,18 @@ class Reads:
             raise
 
     # --- the parts -----------------------------------------------------------------------------
+
+    def _refuse_held(self, target: Route, uri: str, reader: Reader) -> None:
+        """A read (or completion) that would go through a held template is refused before
+        anything runs, however the URI was written."""
+        held = held_template(target, self._catalog().extras)
+        if held is not None and held.hold is not None:
+            self._refused(held.gate_name, held.upstream, reader)
+            raise ProtocolError(POLICY_DENIED, held.hold, {"uri": uri})
+
+    def _refused(self, name: str, upstream: str, reader: Reader) -> None:
+        self._audit.record("approval", event="refused", name=name, upstream=upstream,
+                           session=reader.session_id)
 
     def _route(self, uri: str) -> Route:
         found = self._catalog().resource(uri)
@@ -221,12 +236,6 @@ class Reads:
                 self._audit.record("tool", name=call.surfaced, mode=call.mode, ok=ok,
                                    durationMs=round((time.monotonic() - started) * 1000, 1),
                                    session=call.session_id, args=self._audit.redact(dict(call.args)))
-
-
-def _refuse_held(target: Route, uri: str) -> None:
-    """A read through a template that waits for approval is refused before anything runs."""
-    if target.item is not None and target.item.hold is not None:
-        raise ProtocolError(POLICY_DENIED, target.item.hold, {"uri": uri})
 
 
 def _paged(key: str, items: list[dict[str, Any]], cursor: Any) -> dict[str, Any]:

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -88,19 +89,46 @@ class UpstreamResource:
     def pattern(self) -> re.Pattern[str]:
         """A template's URIs, as a regular expression over the surfaced form (lenient: each
         expression matches any run of characters, a query expression may be absent)."""
-        parts: list[str] = []
-        last = 0
-        for match in _EXPRESSION.finditer(self.surfaced):
-            parts.append(re.escape(self.surfaced[last:match.start()]))
-            operator = match.group(1)
-            parts.append("(?:[?&].*)?" if operator in ("?", "&") else ".*" if operator in ("+", "#")
-                         else "[^/?#]*")
-            last = match.end()
-        parts.append(re.escape(self.surfaced[last:]))
-        return re.compile("".join(parts), re.DOTALL)
+        return _template_pattern(self.surfaced)
 
     def matches(self, uri: str) -> bool:
         return self.pattern.fullmatch(uri) is not None
+
+    def matches_original(self, uri: str) -> bool:
+        """`uri` is one of this template's URIs as its upstream writes them (unqualified)."""
+        return _template_pattern(self.original).fullmatch(uri) is not None
+
+    def covers(self, uri: str) -> bool:
+        """`uri` (as its upstream writes it) could be one of this template's, however loosely:
+        every expression may stand for anything, slashes included. What a hold refuses. (The
+        literal parts in order, found left to right: linear, whatever the template.)"""
+        literals = _EXPRESSION.split(self.original)[::2]  # split() interleaves the operators
+        if len(literals) == 1:
+            return uri == literals[0]
+        head, *middle, tail = literals
+        if len(uri) < len(head) + len(tail) or not uri.startswith(head) or not uri.endswith(tail):
+            return False
+        at, end = len(head), len(uri) - len(tail)
+        for literal in middle:
+            found = uri.find(literal, at, end)
+            if found < 0:
+                return False
+            at = found + len(literal)
+        return True
+
+
+@functools.lru_cache(maxsize=1024)
+def _template_pattern(template: str) -> re.Pattern[str]:
+    parts: list[str] = []
+    last = 0
+    for match in _EXPRESSION.finditer(template):
+        parts.append(re.escape(template[last:match.start()]))
+        operator = match.group(1)
+        parts.append("(?:[?&].*)?" if operator in ("?", "&") else ".*" if operator in ("+", "#")
+                     else "[^/?#]*")
+        last = match.end()
+    parts.append(re.escape(template[last:]))
+    return re.compile("".join(parts), re.DOTALL)
 
 
 def qualified(upstream: str, uri: str) -> str:
@@ -204,6 +232,16 @@ class Route:
         return self.item.gate_name if self.item is not None else RESOURCE_PREFIX + self.original
 
 
+def held_template(target: Route, extras: Extras) -> UpstreamResource | None:
+    """The held template a read of `target` would go through (pure): the one it was routed by,
+    else any held template of its upstream that could cover its URI however it was reached
+    (qualified, unlisted, rewritten by a hook). A read of it is refused."""
+    if target.item is not None and target.item.hold is not None:
+        return target.item
+    return next((t for t in extras.templates if t.hold is not None and t.upstream == target.upstream
+                 and t.covers(target.original)), None)
+
+
 def route(uri: str, extras: Extras) -> Route | str:
     """The upstream that answers for `uri`, or why none does (pure). In order: the qualified
     form; a listed resource; a template it matches (config order); the one upstream that serves
@@ -214,7 +252,7 @@ def route(uri: str, extras: Extras) -> Route | str:
         upstream, original = split
         item = next((r for r in (*extras.resources, *extras.templates)
                      if r.upstream == upstream and (r.original == original if r.key == "uri"
-                                                    else r.matches(uri))), None)
+                                                    else r.matches_original(original))), None)
         return Route(upstream, original, item)
     for resource in extras.resources:
         if resource.surfaced == uri:

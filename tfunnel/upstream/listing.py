@@ -3,7 +3,8 @@
 One table (`KINDS`) says, for each kind, the list method, the result key, the capability that
 declares it, the notification that says it changed, and the field that identifies an item; one
 function (`list_all`) follows the pages. An item without its identifying string is dropped (the
-surface names items by it), and so is a tool whose inputSchema has an invalid `x-mcp-header`
+surface names items by it; so is one whose identifier is not valid Unicode, which no client could
+be sent and no approval could name), and so is a tool whose inputSchema has an invalid `x-mcp-header`
 annotation (SEP-2243: a client MUST exclude it, since no request to it could mirror its headers).
 """
 
@@ -72,14 +73,23 @@ async def list_all(session: Requester, kind: Kind, timeout_s: float) -> Items:
         found = page.get(kind.key)
         if isinstance(found, list):
             items += [item for item in found
-                      if isinstance(item, dict) and isinstance(item.get(kind.ident), str)
-                      and item[kind.ident]]
+                      if isinstance(item, dict) and _identifier(item.get(kind.ident))]
         if kind is TOOLS:
             items = [item for item in items if _mirrorable(item)]
         cursor = page.get("nextCursor")
         if len(items) >= MAX_ITEMS or not isinstance(cursor, str) or not cursor:
             break
     return tuple(items[:MAX_ITEMS])
+
+
+def _identifier(value: Any) -> bool:
+    if not isinstance(value, str) or not value:
+        return False
+    try:
+        value.encode("utf-8")  # a lone surrogate (a lenient decoder lets "\\ud800" through) fails
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _mirrorable(tool: dict[str, Any]) -> bool:
