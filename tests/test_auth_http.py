@@ -227,7 +227,7 @@ async def test_operations_open_when_not_protected_and_the_public_authority(home:
             assert (await http.get(f"{gw.url}/metrics")).status_code == 200
             refused = await http.post(f"{gw.url}/mcp", json=INIT, headers=ACCEPT)
             assert refused.status_code == 401
-            metadata = "https://MCP.example.test:8443/.well-known/oauth-protected-resource/mcp"
+            metadata = "https://mcp.example.test:8443/.well-known/oauth-protected-resource/mcp"  # canonical
             assert refused.headers["www-authenticate"] == \
                 f'Bearer resource_metadata="{metadata}", scope="mcp:tools"'
             for headers, status in [({"host": "mcp.example.test:8443"}, 200),

@@ -215,7 +215,8 @@ def test_config_validation(tmp_path: Path, document: object, fields: list[str]) 
 
 
 def test_config_defaults_missing_and_malformed(tmp_path: Path) -> None:
-    """Missing: off. Defaults as documented. Bad JSON: malformed. Unknown fields: warnings."""
+    """Missing: off. Defaults as documented. Bad JSON: malformed. Unknown fields: problems (a typo
+    in a security field must not silently remove enforcement), naming the nearest known field."""
     missing = read_config(tmp_path, AUTH)
     assert missing.kind == "missing" and missing.value == AuthConfig() and not missing.value.enabled
     _, _, _, value = _read(tmp_path, GOOD)
@@ -223,8 +224,10 @@ def test_config_defaults_missing_and_malformed(tmp_path: Path) -> None:
     assert value.protect_operations and value.required_scopes == ()
     kind, problems, _, _ = _read(tmp_path, '{"enabled": true,')
     assert kind == "malformed" and problems == [""]
-    kind, _, warnings, _ = _read(tmp_path, {**GOOD, "issuers": "x"})
-    assert kind == "valid" and "did you mean 'issuer'?" in warnings[0]
+    kind, problems, _, _ = _read(tmp_path, {**GOOD, "requiredScope": ["mcp:tools"]})
+    assert kind == "malformed" and problems == ["requiredScope"]
+    (problem,) = read_config(tmp_path, AUTH).problems
+    assert "did you mean 'requiredScopes'?" in problem.message
 
 
 def test_metadata_and_public_authority() -> None:
