@@ -56,11 +56,6 @@ async def test_refreshes_are_rate_limited_and_coalesced() -> None:
     """After the first load one refresh per MIN_REFRESH_S; callers during a fetch share it."""
     issuer = Issuer({"https://as.example/jwks": {"keys": [KEY_1.jwk()]}}, delay=1.0)
     cache = KeyCache(_config(), issuer)
-    async with trio.open_nursery() as nursery:
-        for _ in range(5):
-            nursery.start_soon(cache.load)
-    assert len(issuer.fetched) == 1 and _kids(cache) == ["k1"]
-    issuer.documents["https://as.example/jwks"] = {"keys": [KEY_1.jwk(), KEY_2.jwk()]}
     results: list[bool] = []
 
     async def refresh() -> None:
@@ -69,14 +64,16 @@ async def test_refreshes_are_rate_limited_and_coalesced() -> None:
     async with trio.open_nursery() as nursery:
         await nursery.start(cache.run)
         await trio.sleep(2)  # its first load is done
+        assert len(issuer.fetched) == 1 and _kids(cache) == ["k1"]
+        issuer.documents["https://as.example/jwks"] = {"keys": [KEY_1.jwk(), KEY_2.jwk()]}
         async with trio.open_nursery() as callers:
             for _ in range(5):
                 callers.start_soon(refresh)
-        assert len(issuer.fetched) == 3  # run's first load, then the one refresh all five shared
+        assert len(issuer.fetched) == 2  # the one refresh all five shared
         assert results == [True] * 5 and _kids(cache) == ["k1", "k2"]
-        assert await cache.refresh() is False and len(issuer.fetched) == 3
+        assert await cache.refresh() is False and len(issuer.fetched) == 2
         await trio.sleep(MIN_REFRESH_S)
-        assert await cache.refresh() is True and len(issuer.fetched) == 4
+        assert await cache.refresh() is True and len(issuer.fetched) == 3
         nursery.cancel_scope.cancel()
 
 

@@ -79,6 +79,10 @@ class LegacySse:
                 nursery.start_soon(end_on, self.stopping, nursery.cancel_scope)
                 nursery.start_soon(session.connection.list_changed, stream.deliver)
                 await self._pump(queued, stream, send)
+            if nursery.cancel_scope.cancelled_caught and trio.current_time() >= deadline:
+                # The token expired: the stream ends cleanly (the client may reconnect with a new one).
+                with trio.CancelScope(shield=True), trio.move_on_after(1):
+                    await send({"type": "http.response.body", "body": b""})
         finally:
             self._streams.pop(session_id, None)
             session.streams -= 1
