@@ -389,7 +389,8 @@ async def test_a_session_belongs_to_its_principal(home: Path) -> None:
     """Alice's session id with mallory's token: 404 for POST, GET and DELETE on /mcp and for
     POST /messages, as if it did not exist; alice's session is untouched."""
     with trio.fail_after(90):
-        async with authenticated(home, rsa_key("k1")) as (_, gw, signer), httpx2.AsyncClient(timeout=10) as http:
+        async with authenticated(home, rsa_key("k1")) as (_, gw, signer), \
+                httpx2.AsyncClient(timeout=10) as http:
             alice, mallory = signer.token(sub="alice"), signer.token(sub="mallory")
             session_id = (await initialize(http, gw.url, alice)).headers["mcp-session-id"]
             as_mallory = {**bearer(mallory), "mcp-session-id": session_id}
@@ -427,8 +428,8 @@ async def test_streams_end_when_the_token_expires(home: Path) -> None:
                 if path == "/sse":
                     short = signer.token(exp=int(time.time()) + 3)
                 with trio.fail_after(30):
-                    async with http.stream("GET", f"{gw.url}{path}", headers={
-                            **headers, "accept": "text/event-stream", "authorization": f"Bearer {short}"}) as s:
+                    sse = {**headers, "accept": "text/event-stream", "authorization": f"Bearer {short}"}
+                    async with http.stream("GET", f"{gw.url}{path}", headers=sse) as s:
                         assert s.status_code == 200, path
                         async for _ in s.aiter_bytes():
                             pass  # ends when the gateway ends the stream

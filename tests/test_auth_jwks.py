@@ -40,6 +40,8 @@ class Issuer:
         await trio.sleep(self.delay)
         if self.down or url not in self.documents:
             raise JwksError(f"{url}: HTTP 503")
+        if isinstance(self.documents[url], Exception):
+            raise self.documents[url]  # what a client library might raise (IDNA, a bug)
         return self.documents[url]
 
 
@@ -202,6 +204,9 @@ async def test_discovery_rules() -> None:
         ({rfc8414: {"issuer": ISSUER, "jwks_uri": "https://as.example/keys"},
           "https://as.example/keys": {"keys": [{"kty": "RSA", "alg": "none", "n": "AQAB", "e": "AQAB"},
                                                KEY_1.jwk()]}}, ["k1"]),  # alg none skipped
+        ({rfc8414: UnicodeError("label empty or too long"),
+          oidc: {"issuer": ISSUER, "jwks_uri": "https://as.example/keys"}, "https://as.example/keys": jwks},
+         ["k1"]),  # any failure of one discovery URL: the next is tried
     ]
     for documents, kids in cases:
         cache = KeyCache(_config(jwks_uri=""), Issuer(documents))
@@ -227,7 +232,7 @@ async def test_fetch_refuses_redirects_oversize_and_a_hung_issuer(monkeypatch: p
             with pytest.raises(JwksError, match="no answer within"):
                 await fetch_json(f"{server.url}/jwks")
             server.hang = False
-            with pytest.raises(JwksError, match="UnicodeError|invalid host"):
+            with pytest.raises(JwksError, match=r"UnicodeError|invalid host"):
                 await fetch_json("https://" + "a" * 64 + ".example/jwks")
 
 

@@ -199,7 +199,8 @@ def test_denial_records_are_aggregated_per_minute() -> None:
     """The first LIMIT denials of a window verbatim, then one summary per window with counts."""
     now = [0.0]
     limiter = DenyLimiter(lambda: now[0], limit=3, window_s=60.0)
-    written = [r for i in range(10) for r in limiter.note({"error": "no_token" if i % 2 else "x", "path": "/"})]
+    written = [r for i in range(10)
+               for r in limiter.note({"error": "no_token" if i % 2 else "x", "path": "/"})]
     assert [r["event"] for r in written] == ["deny"] * 3
     assert limiter.flush() == []  # the window has not ended
     now[0] = 60.0

@@ -9,7 +9,9 @@ served through the whole drain at shutdown, while new MCP requests get 503.
 With authentication on (`auth/auth.config.json`), `tfunnel.auth.gate` screens each request after
 those checks (the `Host` may then also be the configured audience's authority, an `Origin` its
 origin): it serves the metadata documents and refuses requests without a good token, before
-anything here counts them or mints a session.
+anything here counts them or mints a session. A session minted with a token belongs to its
+principal (another principal's token finds no such session: 404), and a stream opened with one ends
+at its expiry (`auth.gate.principal_of`, `stream_deadline`).
 Every error body is a JSON-RPC error object (the OAuth refusals' are RFC 6750's); only `/livez`
 and `/readyz` answer text. A client that disconnects while its call runs cancels that call through
 the tree (hooks, tool process groups, upstream requests).
