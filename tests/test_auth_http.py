@@ -454,3 +454,23 @@ def test_check_names_an_unknown_auth_field_and_a_malformed_url(home: Path) -> No
     stdio = _serve(home, stdin=json.dumps(INIT).encode() + b"\n")
     assert stdio.returncode == 0, stdio.stderr.decode()
     assert json.loads(stdio.stdout.splitlines()[0])["result"]["serverInfo"]["name"] == "tfunnel"
+
+
+async def test_a_streamed_call_ends_when_the_token_expires(home: Path) -> None:
+    """A streamed POST (a call with a progress token) outliving its token is cut at the expiry."""
+    mock = [sys.executable, "-m", "tfunnel.testing.mock_upstream", "--tools", "slow"]
+    set_upstreams(home, {"id": "rec", "command": mock[0], "args": mock[1:]})
+    with trio.fail_after(90):
+        async with authenticated(home, rsa_key("k1"), clockToleranceSec=0) as (_, gw, signer), \
+                httpx2.AsyncClient(timeout=60) as http:
+            short = signer.token(exp=int(time.time()) + 4)
+            session_id = (await initialize(http, gw.url, short)).headers["mcp-session-id"]
+            call = {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+                "name": "toolfunnel_run_tool", "arguments": {"name": "rec_slow", "args": {"seconds": 300}},
+                "_meta": {"progressToken": "p"}}}
+            with trio.fail_after(30):
+                async with http.stream("POST", f"{gw.url}/mcp", json=call,
+                                       headers={**bearer(short), "mcp-session-id": session_id}) as s:
+                    body = b"".join([chunk async for chunk in s.aiter_bytes()])
+            # Cut before it said anything (204), or its stream ended: never the call's answer.
+            assert s.status_code in (200, 204) and b"slept" not in body and b"result" not in body
