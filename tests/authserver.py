@@ -103,6 +103,10 @@ class IssuerState:
     keys: list[SigningKey] = field(default_factory=list)
     up: bool = True
     hits: dict[str, int] = field(default_factory=dict)
+    hang: bool = False  # every request waits (an issuer that does not answer) until cleared
+    # path → (status, extra headers, body): answers that replace the usual ones (a redirect,
+    # an oversized document, a discovery document of a test's own making)
+    special: dict[str, tuple[int, list[tuple[bytes, bytes]], bytes]] = field(default_factory=dict)
 
     def jwks(self) -> dict[str, Any]:
         return {"keys": [k.jwk() for k in self.keys]}
@@ -115,6 +119,13 @@ def _app(state: IssuerState) -> Any:
             return
         path = scope["path"]
         state.hits[path] = state.hits.get(path, 0) + 1
+        while state.hang:
+            await trio.sleep(0.05)
+        if path in state.special:
+            status, headers, body = state.special[path]
+            await send({"type": "http.response.start", "status": status, "headers": headers})
+            await send({"type": "http.response.body", "body": body})
+            return
         if not state.up:
             status, document = 503, {"error": "down"}
         elif path == "/.well-known/oauth-authorization-server":
@@ -148,4 +159,5 @@ async def issuer_server(*keys: SigningKey) -> AsyncIterator[IssuerState]:
         try:
             yield state
         finally:
+            state.hang = False
             shutdown.set()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -227,7 +228,7 @@ async def test_operations_open_when_not_protected_and_the_public_authority(home:
             assert (await http.get(f"{gw.url}/metrics")).status_code == 200
             refused = await http.post(f"{gw.url}/mcp", json=INIT, headers=ACCEPT)
             assert refused.status_code == 401
-            metadata = "https://MCP.example.test:8443/.well-known/oauth-protected-resource/mcp"
+            metadata = "https://mcp.example.test:8443/.well-known/oauth-protected-resource/mcp"  # canonical
             assert refused.headers["www-authenticate"] == \
                 f'Bearer resource_metadata="{metadata}", scope="mcp:tools"'
             for headers, status in [({"host": "mcp.example.test:8443"}, 200),
@@ -298,3 +299,178 @@ def test_a_non_loopback_bind_needs_authentication(home: Path) -> None:
     assert refused.returncode == 1
     assert b"refusing to listen on '0.0.0.0' without authentication" in refused.stderr
     assert b"auth/auth.config.json" in refused.stderr
+
+
+def _secret_parts(secret: str) -> list[str]:
+    return [secret[i:i + 6] for i in range(len(secret) - 5)]
+
+
+async def test_unauthenticated_methods_credentials_in_logs_and_peers(home: Path) -> None:
+    """GET/DELETE /mcp and HEAD/OPTIONS need a token too; HEAD on the metadata answers like GET
+    without a body; no part of a credential of another scheme reaches stderr or the audit log;
+    denial records carry the peer; a Host with `?` or `#` is refused."""
+    audit = enable_audit(home)
+    secrets = ["ghp_SECRETSECRETSECRETSECRET1234", "Bearer\tSECRETTOKENxyz0123456789"]
+    with trio.fail_after(90):
+        async with authenticated(home, rsa_key("k1"), audience="http://127.0.0.1:9/mcp") \
+                as (_, gw, _signer), httpx2.AsyncClient(timeout=10) as http:
+            url = f"{gw.url}/mcp"
+            for method in ("GET", "DELETE", "HEAD", "OPTIONS", "PUT"):
+                reply = await http.request(method, url, headers={"accept": "text/event-stream",
+                                                                 "mcp-session-id": "x"})
+                assert reply.status_code == 401, method
+                assert reply.headers["www-authenticate"] == BARE, method
+            got = await http.get(PRM.replace("http://127.0.0.1:9", gw.url))
+            head = await http.head(PRM.replace("http://127.0.0.1:9", gw.url))
+            assert head.status_code == 200 and head.content == b""
+            assert head.headers["content-length"] == str(len(got.content))
+            for value in secrets:
+                reply = await http.post(url, json=INIT, headers={**ACCEPT, "authorization": value})
+                assert reply.status_code == 401
+            for host in ("mcp.example?", "127.0.0.1:9#", "127.0.0.1?x"):
+                assert (await http.get(f"{gw.url}/livez", headers={"host": host})).status_code == 421, host
+    logged = gw.stderr.decode() + audit.read_text()
+    assert "another scheme" in logged
+    for value in secrets:
+        secret = value.split("\t")[-1]
+        leaked = [part for part in _secret_parts(secret) if part in logged]
+        assert not leaked, leaked
+    records = [json.loads(line) for line in audit.read_text().splitlines()]
+    assert {r.get("peer") for r in records if r["type"] == "auth"} == {"127.0.0.1"}
+
+
+async def test_a_hung_issuer_at_start_answers_503_then_recovers(home: Path) -> None:
+    """No key ever loaded (the issuer does not answer): 503 with Retry-After and a JSON body after
+    a short wait, not invalid_token after the fetch timeouts; once the issuer answers, 200."""
+    key = rsa_key("k1")
+    with trio.fail_after(90):
+        async with issuer_server(key) as issuer:
+            issuer.hang = True
+            write_auth(home, issuer.url)
+            signer = Signer(issuer.url, keys=[key])
+            async with http_gateway(home) as gw, httpx2.AsyncClient(timeout=30) as http:
+                reply = await initialize(http, gw.url, signer.token())
+                assert reply.status_code == 503, reply.text
+                assert reply.headers["retry-after"].isdigit()
+                assert reply.json()["error"] == "temporarily_unavailable"
+                assert "www-authenticate" not in reply.headers
+                assert (await http.get(f"{gw.url}/livez")).status_code == 200
+                issuer.hang = False
+                while (await initialize(http, gw.url, signer.token())).status_code != 200:
+                    await trio.sleep(0.2)
+
+
+async def test_unexpected_key_set_content_never_crashes_the_gateway(home: Path) -> None:
+    """A JWK with `alg: none` beside a good key: the good key works. A discovery document whose
+    jwks_uri does not parse: the gateway stays up (503: no key) and says why in its log."""
+    key = rsa_key("k1")
+    with trio.fail_after(90):
+        async with authenticated(home, key) as (issuer, gw, signer), httpx2.AsyncClient(timeout=30) as http:
+            issuer.special["/jwks"] = (200, [], json.dumps({"keys": [
+                {**rsa_key("bad").jwk(), "alg": "none"}, key.jwk()]}).encode())
+            assert (await initialize(http, gw.url, signer.token())).status_code == 200
+    metadata = "/.well-known/oauth-authorization-server"
+    with trio.fail_after(90):
+        async with issuer_server(key) as issuer:
+            issuer.special[metadata] = (200, [], json.dumps(
+                {"issuer": issuer.url, "jwks_uri": "https://[as.example/jwks"}).encode())
+            write_auth(home, issuer.url)
+            async with http_gateway(home) as gw, httpx2.AsyncClient(timeout=30) as http:
+                while issuer.hits.get(metadata, 0) == 0:
+                    await trio.sleep(0.05)
+                reply = await initialize(http, gw.url, Signer(issuer.url, keys=[key]).token())
+                assert reply.status_code == 503
+                assert (await http.get(f"{gw.url}/livez")).status_code == 200
+                assert gw.proc.returncode is None
+    assert "no acceptable jwks_uri" in gw.stderr.decode()
+
+
+async def test_a_session_belongs_to_its_principal(home: Path) -> None:
+    """Alice's session id with mallory's token: 404 for POST, GET and DELETE on /mcp and for
+    POST /messages, as if it did not exist; alice's session is untouched."""
+    with trio.fail_after(90):
+        async with authenticated(home, rsa_key("k1")) as (_, gw, signer), \
+                httpx2.AsyncClient(timeout=10) as http:
+            alice, mallory = signer.token(sub="alice"), signer.token(sub="mallory")
+            session_id = (await initialize(http, gw.url, alice)).headers["mcp-session-id"]
+            as_mallory = {**bearer(mallory), "mcp-session-id": session_id}
+            stolen = await http.post(f"{gw.url}/mcp", json=LIST, headers=as_mallory)
+            assert stolen.status_code == 404 and stolen.json()["error"]["message"] == "Session not found"
+            assert (await http.get(f"{gw.url}/mcp", headers={**as_mallory, "accept": "text/event-stream"})
+                    ).status_code == 404
+            assert (await http.delete(f"{gw.url}/mcp", headers=as_mallory)).status_code == 404
+            listed = await http.post(f"{gw.url}/mcp", json=LIST,
+                                     headers={**bearer(alice), "mcp-session-id": session_id})
+            assert listed.status_code == 200 and "result" in listed.json()
+            async with http.stream("GET", f"{gw.url}/sse", headers={
+                    "accept": "text/event-stream", "authorization": f"Bearer {alice}"}) as sse:
+                lines = sse.aiter_lines()
+                endpoint = ""
+                async for line in lines:
+                    if line.startswith("data: "):
+                        endpoint = line[len("data: "):]
+                        break
+                posted = await http.post(f"{gw.url}{endpoint}", json=INIT, headers=bearer(mallory))
+                assert posted.status_code == 404
+                posted = await http.post(f"{gw.url}{endpoint}", json=INIT, headers=bearer(alice))
+                assert posted.status_code == 202
+
+
+async def test_streams_end_when_the_token_expires(home: Path) -> None:
+    """A GET /mcp notification stream and a /sse stream opened with a token expiring in a few
+    seconds (tolerance 0) end by themselves."""
+    with trio.fail_after(90):
+        async with authenticated(home, rsa_key("k1"), clockToleranceSec=0) as (_, gw, signer), \
+                httpx2.AsyncClient(timeout=60) as http:
+            short = signer.token(exp=int(time.time()) + 3)
+            session_id = (await initialize(http, gw.url, short)).headers["mcp-session-id"]
+            for path, headers in [("/mcp", {"mcp-session-id": session_id}), ("/sse", {})]:
+                if path == "/sse":
+                    short = signer.token(exp=int(time.time()) + 3)
+                with trio.fail_after(30):
+                    sse = {**headers, "accept": "text/event-stream", "authorization": f"Bearer {short}"}
+                    async with http.stream("GET", f"{gw.url}{path}", headers=sse) as s:
+                        assert s.status_code == 200, path
+                        async for _ in s.aiter_bytes():
+                            pass  # ends when the gateway ends the stream
+
+
+def test_check_names_an_unknown_auth_field_and_a_malformed_url(home: Path) -> None:
+    """`requiredScope` (a typo) is a problem naming the nearest field: check reports it and
+    `serve --http` refuses. An unparsable issuer: check reports it, stdio still serves."""
+    path = home / "auth" / "auth.config.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"enabled": True, "issuer": "https://as.example", "audience": AUDIENCE,
+                                "requiredScope": ["mcp:tools"]}))
+    check = subprocess.run([*gateway_argv(home), "check"], capture_output=True, timeout=60, check=False)
+    assert check.returncode == 1
+    assert b"field 'requiredScope': is not a known field; did you mean 'requiredScopes'?" in check.stdout
+    refused = _serve(home, "--http", "--port", "0")
+    assert refused.returncode == 1 and b"requiredScope" in refused.stderr
+    path.write_text(json.dumps({"enabled": True, "issuer": "https://[as.example", "audience": AUDIENCE}))
+    check = subprocess.run([*gateway_argv(home), "check"], capture_output=True, timeout=60, check=False)
+    assert check.returncode == 1, check.stderr.decode()
+    assert b"field 'issuer': is not a valid URL" in check.stdout
+    stdio = _serve(home, stdin=json.dumps(INIT).encode() + b"\n")
+    assert stdio.returncode == 0, stdio.stderr.decode()
+    assert json.loads(stdio.stdout.splitlines()[0])["result"]["serverInfo"]["name"] == "tfunnel"
+
+
+async def test_a_streamed_call_ends_when_the_token_expires(home: Path) -> None:
+    """A streamed POST (a call with a progress token) outliving its token is cut at the expiry."""
+    mock = [sys.executable, "-m", "tfunnel.testing.mock_upstream", "--tools", "slow"]
+    set_upstreams(home, {"id": "rec", "command": mock[0], "args": mock[1:]})
+    with trio.fail_after(90):
+        async with authenticated(home, rsa_key("k1"), clockToleranceSec=0) as (_, gw, signer), \
+                httpx2.AsyncClient(timeout=60) as http:
+            short = signer.token(exp=int(time.time()) + 4)
+            session_id = (await initialize(http, gw.url, short)).headers["mcp-session-id"]
+            call = {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+                "name": "toolfunnel_run_tool", "arguments": {"name": "rec_slow", "args": {"seconds": 300}},
+                "_meta": {"progressToken": "p"}}}
+            with trio.fail_after(30):
+                async with http.stream("POST", f"{gw.url}/mcp", json=call,
+                                       headers={**bearer(short), "mcp-session-id": session_id}) as s:
+                    body = b"".join([chunk async for chunk in s.aiter_bytes()])
+            # Cut before it said anything (204), or its stream ended: never the call's answer.
+            assert s.status_code in (200, 204) and b"slept" not in body and b"result" not in body

@@ -13,6 +13,8 @@ import pytest
 from tests.authserver import AUDIENCE, Signer, ec_key, rsa_key
 from tfunnel.auth.challenge import www_authenticate
 from tfunnel.auth.config import AUTH, AuthConfig
+from tfunnel.auth.denials import DenyLimiter
+from tfunnel.auth.gate import principal
 from tfunnel.auth.jwks import parse_jwks
 from tfunnel.auth.verify import Verdict, bearer_token, verify
 from tfunnel.config.files import read_config
@@ -72,6 +74,17 @@ CASES: list[tuple[str, Callable[[], str], int, str, str]] = [
     ("a JWE", lambda: "a.b.c.d.e", 401, "invalid_token", "malformed"),
     ("kid not a string", lambda: _raw({"alg": "RS256", "kid": 7}, SIGNER.claims()), 401, "invalid_token",
      "kid"),
+    # Time claims: a finite int or float in 0 <= v < 2**53, else refused naming the claim.
+    ("exp NaN", lambda: SIGNER.token(exp=float("nan")), 401, "invalid_token", "exp is not a finite"),
+    ("exp Infinity", lambda: SIGNER.token(exp=float("inf")), 401, "invalid_token", "exp is not a finite"),
+    ("exp 10**400", lambda: SIGNER.token(exp=10**400), 401, "invalid_token", "exp is not a finite"),
+    ("exp 2**53", lambda: SIGNER.token(exp=2**53), 401, "invalid_token", "exp is not a finite"),
+    ("exp negative", lambda: SIGNER.token(exp=-1), 401, "invalid_token", "exp is not a finite"),
+    ("exp a string", lambda: SIGNER.token(exp=str(int(NOW) + 600)), 401, "invalid_token", "exp"),
+    ("exp a float", lambda: SIGNER.token(exp=NOW + 600.5), 200, "", ""),
+    ("nbf NaN", lambda: SIGNER.token(nbf=float("nan")), 401, "invalid_token", "nbf is not a finite"),
+    ("nbf -Infinity", lambda: SIGNER.token(nbf=float("-inf")), 401, "invalid_token", "nbf is not a finite"),
+    ("nbf 10**400", lambda: SIGNER.token(nbf=10**400), 401, "invalid_token", "nbf is not a finite"),
 ]
 
 
@@ -108,6 +121,94 @@ def test_time_is_an_input() -> None:
     assert verify(token, KEYS, CONFIG, 469).description == "the token is not valid yet"
     strict = AuthConfig(enabled=True, issuer=ISSUER, audience=AUDIENCE, clock_tolerance_s=0)
     assert not verify(token, KEYS, strict, 1001).ok
+
+
+def test_a_malformed_url_is_a_problem_naming_it(tmp_path: Path) -> None:
+    """An unparsable URL says so; an IDNA-bad host says which rule."""
+    path = tmp_path / "auth" / "auth.config.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for issuer, text in [("https://[as.example", "is not a valid URL"),
+                         ("https://a..b", "invalid host name")]:
+        path.write_text(json.dumps({**GOOD, "issuer": issuer}))
+        (problem,) = read_config(tmp_path, AUTH).problems
+        assert problem.field == "issuer" and text in problem.message
+
+
+def test_the_audience_is_canonical_and_both_forms_verify(tmp_path: Path) -> None:
+    """Scheme and host lower case, the default port left out, the path kept; a token naming the
+    canonical or the written form is for us; a trailing '/' is kept and warned about."""
+    _, problems, warnings, value = _read(tmp_path, {**GOOD, "audience": "HTTPS://GW.Example:443/MCP"})
+    assert problems == [] and warnings == [] and value is not None
+    assert value.audience == "https://gw.example/MCP" and value.audiences == (
+        "https://gw.example/MCP", "HTTPS://GW.Example:443/MCP")
+    assert value.metadata()["resource"] == "https://gw.example/MCP"
+    signer = Signer(ISSUER, keys=[RSA])
+    for aud in value.audiences:
+        assert verify(signer.token(aud=aud), KEYS, value, time.time()).ok, aud
+    assert not verify(signer.token(aud="https://gw.example/mcp"), KEYS, value, time.time()).ok
+    _, _, warnings, value = _read(tmp_path, {**GOOD, "audience": "https://gw.example/mcp/"})
+    assert value is not None and value.audience == "https://gw.example/mcp/"
+    assert len(warnings) == 1 and "ends with '/'" in warnings[0]
+
+
+def test_duplicate_kids_pick_the_key_of_the_token_family() -> None:
+    """A kid shared by an EC and an RSA key: each token verifies with the key of its algorithm."""
+    rsa, ec = rsa_key("same"), ec_key("same")
+    keys = parse_jwks({"keys": [ec.jwk(), rsa.jwk()]})
+    signer = Signer(ISSUER, keys=[rsa, ec])
+    for key in (rsa, ec):
+        verdict = verify(signer.token(key, scope="mcp:tools"), keys, CONFIG, time.time())
+        assert verdict.ok, (key.alg, verdict.reason)
+
+
+def test_a_jwk_the_library_cannot_read_is_skipped() -> None:
+    """`alg: none` (PyJWK raises NotImplementedError), an unknown alg, broken numbers: skipped,
+    and the good key beside them still verifies."""
+    bad = [{**RSA.jwk(), "kid": "none", "alg": "none"}, {**EC.jwk(), "kid": "x", "alg": "XX9"},
+           {"kty": "EC", "crv": "P-999", "x": "AA", "y": "AA", "kid": "crv"},
+           {**RSA.jwk(), "kid": "n", "n": 7}]
+    keys = parse_jwks({"keys": [*bad, RSA.jwk()]})
+    assert [k.kid for k in keys] == ["rsa-1"]
+    assert verify(SIGNER.token(RSA), keys, CONFIG, time.time()).ok
+
+
+def test_no_part_of_another_scheme_credential_is_in_the_reason() -> None:
+    """Only a known scheme's name is logged; anything else by its length."""
+    for value in ("ghp_SECRETSECRETSECRETSECRET1234", "Bearer\tSECRETTOKENxyz0123456789",
+                  "basicSECRETSECRET zzz", "Token SECRETSECRETSECRET"):
+        got = bearer_token([value])
+        assert isinstance(got, Verdict) and got.status == 401
+        secret = value.split("\t")[-1]
+        assert not any(secret[i:i + 6] in got.reason for i in range(len(secret) - 5)), got.reason
+    got = bearer_token(["Basic eDp5"])
+    assert isinstance(got, Verdict) and "'Basic'" in got.reason and "eDp5" not in got.reason
+
+
+def test_principal() -> None:
+    """(iss, sub); without sub the client id; else anonymous; never the raw values."""
+    alice = principal({"iss": ISSUER, "sub": "alice"})
+    assert alice == principal({"iss": ISSUER, "sub": "alice", "jti": "x"}) and "alice" not in alice
+    assert alice != principal({"iss": ISSUER, "sub": "mallory"})
+    assert alice != principal({"iss": "https://other.example", "sub": "alice"})
+    assert principal({"iss": ISSUER, "client_id": "c1"}) == principal({"iss": ISSUER, "azp": "c1"})
+    assert principal({"iss": ISSUER, "client_id": "alice"}) != alice
+    assert principal({"iss": ISSUER}) == "anonymous"
+
+
+def test_denial_records_are_aggregated_per_minute() -> None:
+    """The first LIMIT denials of a window verbatim, then one summary per window with counts."""
+    now = [0.0]
+    limiter = DenyLimiter(lambda: now[0], limit=3, window_s=60.0)
+    written = [r for i in range(10)
+               for r in limiter.note({"error": "no_token" if i % 2 else "x", "path": "/"})]
+    assert [r["event"] for r in written] == ["deny"] * 3
+    assert limiter.flush() == []  # the window has not ended
+    now[0] = 60.0
+    assert limiter.flush() == [{"event": "deny_summary", "counts": {"no_token": 4, "x": 3}, "suppressed": 7,
+                                "window_s": 60.0}]
+    assert limiter.flush() == []
+    now[0] = 200.0
+    assert [r["event"] for r in limiter.note({"error": "x"})] == ["deny"]
 
 
 def test_jwks_parsing_keeps_only_public_signing_keys() -> None:
@@ -193,6 +294,16 @@ CONFIG_CASES: list[tuple[object | str, list[str]]] = [
     ({**GOOD, "clockToleranceSec": 301}, ["clockToleranceSec"]),
     ({**GOOD, "clockToleranceSec": -1}, ["clockToleranceSec"]),
     ({**GOOD, "protectOperations": 1}, ["protectOperations"]),
+    # URLs that do not parse, or whose host no fetch could use, are problems (never a crash).
+    ({**GOOD, "issuer": "https://[as.example"}, ["issuer"]),
+    ({**GOOD, "jwksUri": "https://[as.example/jwks"}, ["jwksUri"]),
+    ({**GOOD, "issuer": "https://a..b"}, ["issuer"]),
+    ({**GOOD, "issuer": "https://" + "a" * 64 + ".example"}, ["issuer"]),
+    ({**GOOD, "jwksUri": "https://[zz]/jwks"}, ["jwksUri"]),
+    ({**GOOD, "audience": "https://gw.example:99999/mcp"}, ["audience"]),
+    ({**GOOD, "issuer": "https://[::1]:8443"}, []),
+    # Unknown fields are problems here: a typo must not remove a requirement.
+    ({**GOOD, "requiredScope": ["mcp:tools"]}, ["requiredScope"]),
 ]
 
 
@@ -215,7 +326,8 @@ def test_config_validation(tmp_path: Path, document: object, fields: list[str]) 
 
 
 def test_config_defaults_missing_and_malformed(tmp_path: Path) -> None:
-    """Missing: off. Defaults as documented. Bad JSON: malformed. Unknown fields: warnings."""
+    """Missing: off. Defaults as documented. Bad JSON: malformed. Unknown fields: problems (a typo
+    in a security field must not silently remove enforcement), naming the nearest known field."""
     missing = read_config(tmp_path, AUTH)
     assert missing.kind == "missing" and missing.value == AuthConfig() and not missing.value.enabled
     _, _, _, value = _read(tmp_path, GOOD)
@@ -223,8 +335,10 @@ def test_config_defaults_missing_and_malformed(tmp_path: Path) -> None:
     assert value.protect_operations and value.required_scopes == ()
     kind, problems, _, _ = _read(tmp_path, '{"enabled": true,')
     assert kind == "malformed" and problems == [""]
-    kind, _, warnings, _ = _read(tmp_path, {**GOOD, "issuers": "x"})
-    assert kind == "valid" and "did you mean 'issuer'?" in warnings[0]
+    kind, problems, _, _ = _read(tmp_path, {**GOOD, "requiredScope": ["mcp:tools"]})
+    assert kind == "malformed" and problems == ["requiredScope"]
+    (problem,) = read_config(tmp_path, AUTH).problems
+    assert "did you mean 'requiredScopes'?" in problem.message
 
 
 def test_metadata_and_public_authority() -> None:
@@ -237,6 +351,8 @@ def test_metadata_and_public_authority() -> None:
     assert config.metadata() == {"resource": "https://GW.example/mcp", "authorization_servers": [ISSUER],
                                  "bearer_methods_supported": ["header"], "scopes_supported": ["mcp:tools"]}
     for host, ok in [("gw.example", True), ("GW.EXAMPLE:443", True), ("gw.example:8443", False),
+                     ("gw.example?", False), ("gw.example#", False), ("gw.example ", False),
+                     ("gw.example\t", False), ("gw.example:443?x", False),
                      ("evil.example", False), ("gw.example@evil.example", False), ("gw.example/x", False),
                      ("", False), ("gw.example:", False)]:
         assert config.is_public_authority(host) is ok, host

@@ -436,7 +436,8 @@ async def run_http(gateway: Gateway, metrics: Metrics, host: str, port: int, gra
         nursery.start_soon(notifier.run_watchdog)
         nursery.start_soon(app.reap_idle_sessions)
         if gate is not None:
-            nursery.start_soon(gate.keys.load)  # the first request need not wait for the issuer
+            # The keys are fetched and renewed in the gate's own task, never in a request's.
+            await nursery.start(gate.run)
         urls = await nursery.start(_serve_http, app, config, shutdown)
         # Clients are served from here on, upstreams or not; systemd and /readyz hear "ready"
         # once the upstreams have had their start window.
@@ -465,10 +466,12 @@ def _auth_gate(gateway: Gateway, config: AuthConfig, metrics: Metrics) -> AuthGa
     from tfunnel.auth.jwks import KeyCache
 
     def denied(error: str, status: int, path: str) -> None:
-        gateway.audit.record("auth", event="deny", error=error, status=status, path=path)
-        metrics.auth_denied(error)
+        metrics.auth_denied(error)  # every one; the audit log gets them aggregated
 
-    return AuthGate(config, KeyCache(config), denied)
+    def record(document: dict[str, object]) -> None:
+        gateway.audit.record("auth", **document)
+
+    return AuthGate(config, KeyCache(config), denied, record=record)
 
 
 async def _serve_http(app: HttpApp, config: hypercorn.config.Config, shutdown: trio.Event, *,

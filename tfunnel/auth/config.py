@@ -22,6 +22,7 @@ when authentication is on).
 from __future__ import annotations
 
 import ipaddress
+import re
 import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,6 +62,14 @@ class AuthConfig:
     required_scopes: tuple[str, ...] = ()
     clock_tolerance_s: int = DEFAULT_TOLERANCE_S
     protect_operations: bool = True
+    # The audience as the file wrote it, when that differs from its canonical form (`audience`):
+    # a token naming either is for this gateway.
+    audience_as_written: str = ""
+
+    @property
+    def audiences(self) -> tuple[str, ...]:
+        """Every `aud` value that names this gateway."""
+        return (self.audience, self.audience_as_written) if self.audience_as_written else (self.audience,)
 
     @property
     def resource_metadata_url(self) -> str:
@@ -98,8 +107,8 @@ class AuthConfig:
 
 def _same_authority(value: str, url: str) -> bool:
     split = urllib.parse.urlsplit(url)
-    if not value or any(c not in _URL_CHARS for c in value) or "@" in value or "/" in value \
-            or value.endswith(":"):
+    # No whitespace (not in _URL_CHARS), userinfo, path, query or fragment, not even empty ones.
+    if not value or any(c not in _URL_CHARS or c in "@/?#" for c in value) or value.endswith(":"):
         return False
     try:
         other = urllib.parse.urlsplit(f"{split.scheme}://{value}")
@@ -126,28 +135,68 @@ def _is_loopback_host(host: str) -> bool:
         return False
 
 
+_HOST_CHARS = re.compile(r"[A-Za-z0-9._-]+")
+
+
+def host_problem(host: str, netloc: str) -> str | None:
+    """Why `host` (the hostname of a URL whose authority is `netloc`) is not one a fetch can use:
+    an IP literal must be one, a name must encode to IDNA (no empty or over-long label)."""
+    if "[" in netloc or "]" in netloc:
+        try:
+            ok = ipaddress.ip_address(host).version == 6
+        except ValueError:
+            ok = False
+        return None if ok else "has an invalid IPv6 address"
+    if not _HOST_CHARS.fullmatch(host):
+        return "has an invalid host name"
+    try:
+        host.encode("idna")
+    except UnicodeError:
+        return "has an invalid host name (an empty or over-long label)"
+    return None
+
+
 def url_problem(value: str, *, allow_query: bool) -> str | None:
-    """Why `value` is not an acceptable absolute URL for this file, or None."""
+    """Why `value` is not an acceptable absolute URL for this file, or None. Never raises."""
     if len(value) > MAX_URL_CHARS:
         return f"must be at most {MAX_URL_CHARS} characters"
     if any(c not in _URL_CHARS for c in value):
         return "must be printable ASCII without spaces, quotes, backslashes or angle brackets"
-    split = urllib.parse.urlsplit(value)
+    try:
+        split = urllib.parse.urlsplit(value)
+        hostname = split.hostname
+    except ValueError:
+        return "is not a valid URL"
     try:
         split.port  # noqa: B018 - raises ValueError for a bad port
     except ValueError:
         return "has an invalid port"
-    if split.scheme not in ("https", "http") or not split.hostname:
+    if split.scheme not in ("https", "http") or not hostname:
         return "must be an absolute https URL"
-    if split.scheme == "http" and not _is_loopback_host(split.hostname):
-        return "must use https (http is allowed only for a loopback host: localhost, 127.0.0.1, ::1)"
     if "@" in split.netloc:
         return "must not hold a user name or password"
+    host = host_problem(hostname, split.netloc)
+    if host is not None:
+        return host
+    if split.scheme == "http" and not _is_loopback_host(hostname):
+        return "must use https (http is allowed only for a loopback host: localhost, 127.0.0.1, ::1)"
     if split.fragment or value.endswith("#"):
         return "must not have a fragment"
     if not allow_query and (split.query or "?" in value):
         return "must not have a query"
     return None
+
+
+def canonical_url(value: str) -> str:
+    """`value` (already through `url_problem`) with its scheme and host in lower case and its
+    scheme's default port left out; the path as written."""
+    split = urllib.parse.urlsplit(value)
+    host = (split.hostname or "").lower()
+    if ":" in host:
+        host = f"[{host}]"
+    port = split.port
+    netloc = host if port is None or port == _DEFAULT_PORTS.get(split.scheme) else f"{host}:{port}"
+    return urllib.parse.urlunsplit((split.scheme.lower(), netloc, split.path, split.query, ""))
 
 
 def _url(f: Fields, raw: dict[str, Any], key: str, *, required: bool, allow_query: bool) -> str:
@@ -193,14 +242,30 @@ def _scopes(f: Fields, raw: dict[str, Any]) -> tuple[str, ...]:
     return tuple(scopes)
 
 
+def _audience(f: Fields, raw: dict[str, Any], enabled: bool) -> tuple[str, str]:
+    """The audience in its canonical form, and as written when that differs."""
+    written = _url(f, raw, "audience", required=enabled, allow_query=False)
+    if not written:
+        return "", ""
+    if urllib.parse.urlsplit(written).path.endswith("/"):
+        f.warning("ends with '/': tokens must name the audience with that '/' (most authorization "
+                  "servers issue it without)", None, "audience")
+    canonical = canonical_url(written)
+    return canonical, "" if canonical == written else written
+
+
 def _auth_config(home: Path, raw: dict[str, Any], f: Fields) -> AuthConfig:
-    f.known(raw, None, KEYS)
+    # A typo in a security field must not silently remove enforcement: unknown fields are problems.
+    f.known(raw, None, KEYS, strict=True)
     enabled = f.boolean(raw, "enabled") or False
     protect = f.boolean(raw, "protectOperations")
+    issuer = _url(f, raw, "issuer", required=enabled, allow_query=False)
+    audience, as_written = _audience(f, raw, enabled)
     return AuthConfig(
         enabled=enabled,
-        issuer=_url(f, raw, "issuer", required=enabled, allow_query=False),
-        audience=_url(f, raw, "audience", required=enabled, allow_query=False),
+        issuer=issuer,
+        audience=audience,
+        audience_as_written=as_written,
         jwks_uri=_url(f, raw, "jwksUri", required=False, allow_query=True),
         algorithms=_algorithms(f, raw),
         required_scopes=_scopes(f, raw),

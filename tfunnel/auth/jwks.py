@@ -8,12 +8,16 @@ exactly ours and its `jwks_uri` is on the issuer's origin (a document that point
 hand out anyone's keys; a different origin needs an explicit `jwksUri`).
 
 Every fetch: https (or http on a loopback host), no redirects, no proxy from the environment, a
-timeout, a size cap on the document. A fetch that fails, or a key set without one usable key, leaves
-the last good keys in force (logged). Refreshes are rate-limited: after the first load, at most one
-fetch per `MIN_REFRESH_S` (an unknown `kid` in every request of a flood must not become a flood of
-fetches at the issuer), and callers that arrive while one is under way share it. Keys older than
-`MAX_AGE_S` are refreshed in passing, so a withdrawn key does not stay trusted forever. Times come
-from trio's clock, so tests can run it under `MockClock`.
+timeout, a size cap on the document. A fetch that fails in any way, or a key set without one usable
+key, leaves the last good keys in force (logged; a discovered `jwks_uri` is discovered again next
+time); an entry the library cannot read is skipped. Fetches run in one task (`KeyCache.run`, owned
+by the gate), never in a request: a request uses the keys in force at once; one naming an unknown
+`kid` waits at most `WAIT_S` for a refresh. Refreshes are rate-limited: after the first load, at most
+one per `MIN_REFRESH_S` (an unknown `kid` in every request of a flood, which any unauthenticated
+client can send, must not become a flood of fetches at the issuer nor make requests wait), and
+callers that arrive while one is under way share it. Keys older than `MAX_AGE_S` are refreshed, so a
+withdrawn key does not stay trusted forever. Times come from trio's clock, so tests can run it under
+`MockClock`.
 """
 
 from __future__ import annotations
@@ -35,6 +39,11 @@ MIN_REFRESH_S = 30.0
 MAX_AGE_S = 3600.0
 FETCH_TIMEOUT_S = 10.0
 MAX_DOCUMENT_BYTES = 256 * 1024
+# How long a request naming an unknown `kid` waits for a refresh (or one with no key yet loaded,
+# for the first load): past it, it is answered with the keys in force.
+WAIT_S = 2.0
+# The first load's retries while no key was ever loaded: doubling up to `MIN_REFRESH_S`.
+RETRY_MIN_S = 1.0
 KEY_TYPES = ("RSA", "EC", "OKP")
 
 Fetch = Callable[[str], Awaitable[Any]]
@@ -63,10 +72,12 @@ async def fetch_json(url: str) -> Any:
                     body += chunk
                     if len(body) > MAX_DOCUMENT_BYTES:
                         raise JwksError(f"{url}: larger than {MAX_DOCUMENT_BYTES} bytes")
+    except JwksError:
+        raise
     except trio.TooSlowError as exc:
         raise JwksError(f"{url}: no answer within {FETCH_TIMEOUT_S:.0f} s") from exc
-    except httpx2.HTTPError as exc:
-        raise JwksError(f"{url}: {type(exc).__name__}: {exc}") from exc
+    except Exception as exc:  # httpx2's, and anything else (an IDNA UnicodeError)
+        raise JwksError(f"{url[:200]}: {type(exc).__name__}: {str(exc)[:200]}") from exc
     try:
         return json.loads(body)
     except (ValueError, RecursionError) as exc:
@@ -89,10 +100,11 @@ def parse_jwks(document: Any) -> list[Key]:
         kid, alg = entry.get("kid"), entry.get("alg")
         try:
             jwk = jwt.PyJWK(entry)
-        except (jwt.PyJWTError, ValueError, TypeError, KeyError):
+            key = Key(kid if isinstance(kid, str) else None, entry["kty"],
+                      alg if isinstance(alg, str) else None, jwk.key)
+        except Exception:  # any entry the library cannot read (`alg: none`: NotImplementedError)
             continue
-        keys.append(Key(kid if isinstance(kid, str) else None, entry["kty"],
-                        alg if isinstance(alg, str) else None, jwk.key))
+        keys.append(key)
     return keys
 
 
@@ -112,7 +124,9 @@ def discovery_urls(issuer: str) -> list[str]:
 
 
 class KeyCache:
-    """The signing keys in force (`keys`), and how they are renewed."""
+    """The signing keys in force (`keys`), and how they are renewed: by `run`, a task of the gate's
+    (never a request's). Stale while revalidating: a request never waits for a fetch while keys
+    exist, except that one naming an unknown `kid` waits up to `WAIT_S` for a refresh."""
 
     def __init__(self, config: AuthConfig, fetch: Fetch = fetch_json,
                  clock: Callable[[], float] = trio.current_time) -> None:
@@ -123,55 +137,82 @@ class KeyCache:
         self.keys: tuple[Key, ...] = ()
         self.fetches = 0  # fetch rounds started (for tests and the log)
         self._loaded_at: float | None = None
-        self._refreshed_at: float | None = None
-        self._attempted = False
-        self._loading: trio.Event | None = None
+        self._round_at: float | None = None  # when the last round started
+        self._refreshed_at: float | None = None  # when the last round after the first started
+        self._fetching = False
+        self._wanted = trio.Event()  # a refresh was asked for (cleared as a round starts)
+        self._done = trio.Event()  # set when the next round ends (then replaced)
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Keep the keys: the first load at once (in the background: `started` comes first), retried
+        with backoff until some key loads; then a refresh when asked (`refresh`, at most one per
+        `MIN_REFRESH_S`) or when the keys are `MAX_AGE_S` old. Runs until cancelled."""
+        task_status.started()
+        retry = RETRY_MIN_S
+        while True:
+            await self.load()
+            if not self.keys or self._loaded_at is None:
+                await trio.sleep(retry)
+                retry = min(retry * 2, MIN_REFRESH_S)
+                continue
+            retry = RETRY_MIN_S
+            assert self._round_at is not None
+            with trio.move_on_at(max(self._loaded_at + MAX_AGE_S, self._round_at + MIN_REFRESH_S)):
+                await self._wanted.wait()
 
     async def load(self) -> None:
         """Fetch the keys now, or wait for the fetch under way. Never raises for a bad issuer."""
-        if self._loading is not None:
-            await self._loading.wait()
+        if self._fetching:
+            await self._done.wait()
             return
-        self._attempted = True
-        self._loading = trio.Event()
+        self._fetching = True
+        self._wanted = trio.Event()
+        now = self._clock()
+        if self._round_at is not None:
+            self._refreshed_at = now
+        self._round_at = now
+        done = self._done
         try:
             await self._fetch_keys()
         finally:
-            self._loading.set()
-            self._loading = None
+            self._fetching = False
+            self._done = trio.Event()
+            done.set()
 
-    async def refresh(self) -> bool:
-        """Fetch again because a token named a key we do not have; False (nothing fetched) when a
-        refresh ran less than `MIN_REFRESH_S` ago. A fetch under way is shared, not repeated."""
-        if self._loading is not None:
-            await self._loading.wait()
-            return True
-        now = self._clock()
-        if self._refreshed_at is not None and now - self._refreshed_at < MIN_REFRESH_S:
-            return False
-        self._refreshed_at = now
-        await self.load()
-        return True
+    async def refresh(self, wait_s: float | None = None) -> bool:
+        """A token named a key we do not have (or no key was ever loaded): join the refresh under
+        way, or ask `run` for one (at most one per `MIN_REFRESH_S` after the first load, and none
+        beyond `run`'s own retries while no key was ever loaded), and wait for it at most
+        `wait_s` (`WAIT_S`). True when a round ended meanwhile (the keys may have changed)."""
+        if not self._fetching and not self._wanted.is_set():
+            if not self.keys or not self._may_refresh():
+                return False
+            self._wanted.set()
+        done = self._done
+        with trio.move_on_after(WAIT_S if wait_s is None else wait_s):
+            await done.wait()
+        return done.is_set()
 
-    async def current(self) -> tuple[Key, ...]:
-        """The keys to verify with: the first caller waits for the first load; keys older than
-        `MAX_AGE_S` are refreshed first (rate-limited; on failure the old ones stay)."""
-        if not self._attempted or self._loading is not None:
-            await self.load()
-        elif self._loaded_at is not None and self._clock() - self._loaded_at >= MAX_AGE_S:
-            await self.refresh()
+    def _may_refresh(self) -> bool:
+        return self._refreshed_at is None or self._clock() - self._refreshed_at >= MIN_REFRESH_S
+
+    def current(self) -> tuple[Key, ...]:
+        """The keys to verify with, now: never waits (`run` renews them in the background)."""
         return self.keys
 
     async def _fetch_keys(self) -> None:
         self.fetches += 1
+        discovered = self._jwks_uri is None
         try:
             uri = self._jwks_uri or await self._discover()
             keys = parse_jwks(await self._fetch(uri))
             if not keys:
                 raise JwksError(f"{uri}: no usable signing key (RSA, EC or OKP, use sig)")
-        except JwksError as exc:
-            log.warning("signing keys not fetched; the last good keys stay in force", error=str(exc),
-                        kept=len(self.keys))
+        except Exception as exc:  # never trio.Cancelled (a BaseException)
+            if not self._config.jwks_uri:
+                self._jwks_uri = None  # discovered: the next round discovers again
+            log.warning("signing keys not fetched; the last good keys stay in force",
+                        error=_describe(exc), kept=len(self.keys), discovered=discovered)
             return
         self._jwks_uri = uri
         self.keys = tuple(keys)
@@ -185,8 +226,8 @@ class KeyCache:
         for url in discovery_urls(issuer):
             try:
                 document = await self._fetch(url)
-            except JwksError as exc:
-                why.append(str(exc))
+            except Exception as exc:  # never trio.Cancelled
+                why.append(_describe(exc))
                 continue
             if not isinstance(document, dict) or document.get("issuer") != issuer:
                 why.append(f"{url}: its issuer is not {issuer!r}")
@@ -201,3 +242,7 @@ class KeyCache:
                 continue
             return jwks_uri
         raise JwksError("discovery failed: " + "; ".join(why))
+
+
+def _describe(exc: Exception) -> str:
+    return str(exc)[:400] if isinstance(exc, JwksError) else f"{type(exc).__name__}: {str(exc)[:300]}"

@@ -19,6 +19,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -32,10 +33,16 @@ _B64TOKEN = re.compile(r"[A-Za-z0-9\-._~+/]+=*")
 _FAMILY = {"RS": "RSA", "PS": "RSA", "ES": "EC", "Ed": "OKP"}
 # RFC 9068 names access tokens `at+jwt`; plenty of servers still say `JWT` or nothing.
 _TYPES = ("jwt", "at+jwt", "application/at+jwt")
+# Authorization schemes whose name the log may show (IANA's registry, the common ones).
+_SCHEMES = {name.lower(): name for name in ("Basic", "Digest", "DPoP", "Negotiate", "NTLM", "Bearer", "HOBA",
+                                            "Mutual", "AWS4-HMAC-SHA256")}
+# A time claim: a finite number of seconds, not beyond what a double holds exactly.
+MAX_TIME = 2**53
 
 INVALID_REQUEST = "invalid_request"
 INVALID_TOKEN = "invalid_token"
 INSUFFICIENT_SCOPE = "insufficient_scope"
+TEMPORARILY_UNAVAILABLE = "temporarily_unavailable"
 
 
 @dataclass(frozen=True)
@@ -87,13 +94,23 @@ def bearer_token(values: Sequence[str], query: str = "") -> str | Verdict:
     scheme, _, rest = values[0].strip(" \t").partition(" ")
     if scheme.lower() != "bearer":
         return Verdict(401, description="a bearer token is required",
-                       reason=f"Authorization scheme {scheme[:20]!r} is not Bearer")
+                       reason=f"Authorization scheme {scheme_name(values[0])} is not Bearer")
     token = rest.strip(" \t")
     if len(token) > MAX_TOKEN_CHARS:
         return _bad_request(f"the bearer token is longer than {MAX_TOKEN_CHARS} characters")
     if not _B64TOKEN.fullmatch(token):
         return _bad_request("the Authorization header must be 'Bearer <token>'")
     return token
+
+
+def scheme_name(value: str) -> str:
+    """What the log may say of an `Authorization` value that is not `Bearer <token>`: its scheme
+    when it is a known scheme name followed by a space (or alone), else only its length. Never
+    any part of a credential (a bare token, `Bearer\tSECRET`)."""
+    head, sep, _ = value.strip(" ").partition(" ")
+    if head.lower() in _SCHEMES and (sep or head == value.strip(" ")):
+        return repr(_SCHEMES[head.lower()])
+    return f"(another scheme, {len(value)} characters)"
 
 
 def _header(token: str) -> dict[str, Any] | None:
@@ -121,7 +138,8 @@ def _choose(kid: str | None, alg: str, keys: Sequence[Key]) -> Key | Verdict:
         if not found:
             return _refuse("token verification failed", "the token names no kid and no key fits",
                            unknown_kid=True)
-    key = found[0]
+    # Several keys under one kid (a rotation that reused it): the one of the token's family.
+    key = next((k for k in found if k.kty == family and k.alg in (None, alg)), found[0])
     if key.kty != family or (key.alg is not None and key.alg != alg):
         return _refuse("token verification failed",
                        f"key {kid!r} is {key.kty}/{key.alg or 'any'}, not usable with {alg}")
@@ -141,7 +159,13 @@ def _scopes(claims: Mapping[str, Any]) -> frozenset[str]:
 
 
 def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+    """A time claim's value: a finite int or float in 0 <= v < 2**53; None for anything else
+    (NaN or infinity would never expire, 10**400 overflows a float)."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return float(value) if 0 <= value < MAX_TIME else None
+    return value if math.isfinite(value) and 0 <= value < MAX_TIME else None
 
 
 def verify(token: str, keys: Sequence[Key], config: AuthConfig, now: float) -> Verdict:
@@ -167,7 +191,7 @@ def verify(token: str, keys: Sequence[Key], config: AuthConfig, now: float) -> V
     import jwt  # here, not at the top: only a gateway with authentication on pays for it
 
     try:
-        claims = jwt.decode(token, chosen.key, algorithms=[alg], audience=config.audience,
+        claims = jwt.decode(token, chosen.key, algorithms=[alg], audience=list(config.audiences),
                             issuer=config.issuer,
                             options={"require": ["exp", "iss", "aud"], "verify_exp": False,
                                      "verify_nbf": False, "verify_iat": False})
@@ -184,13 +208,15 @@ def verify(token: str, keys: Sequence[Key], config: AuthConfig, now: float) -> V
     tolerance = config.clock_tolerance_s
     exp = _number(claims.get("exp"))
     if exp is None:
-        return _refuse("token verification failed", "exp is not a number")
+        return _refuse("the exp claim is not a valid time", "exp is not a finite number in [0, 2**53)")
     if now > exp + tolerance:
         return _refuse("the token is expired", f"expired {now - exp:.0f} s ago")
     if "nbf" in claims:
         nbf = _number(claims["nbf"])
-        if nbf is None or now + tolerance < nbf:
-            return _refuse("the token is not valid yet", "nbf is in the future or not a number")
+        if nbf is None:
+            return _refuse("the nbf claim is not a valid time", "nbf is not a finite number in [0, 2**53)")
+        if now + tolerance < nbf:
+            return _refuse("the token is not valid yet", "nbf is in the future")
     granted = _scopes(claims)
     missing = [s for s in config.required_scopes if s not in granted]
     if missing:

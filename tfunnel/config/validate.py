@@ -70,8 +70,9 @@ class Fields:
         self.warnings.append(ConfigProblem(self.file, message, entry, field, "warning"))
 
     def known(self, obj: Mapping[str, Any], entry: str | None, allowed: Collection[str], *,
-              prefix: str = "") -> None:
-        """Warn about every key of `obj` that is not in `allowed`, naming the nearest known one.
+              prefix: str = "", strict: bool = False) -> None:
+        """Warn about every key of `obj` that is not in `allowed`, naming the nearest known one;
+        with `strict` each is a problem instead (a file where a typo would weaken security).
 
         Keys starting with `_` are comments (ToolFunnel's `_README`), never unknown. `prefix`
         names a nested block in the field (`restart.` gives `restart.windowS`)."""
@@ -80,7 +81,10 @@ class Fields:
                 continue
             nearest = difflib.get_close_matches(key, list(allowed), n=1)
             hint = f"; did you mean {nearest[0]!r}?" if nearest else ""
-            self.warning(f"is not a known field and has no effect{hint}", entry, prefix + key)
+            if strict:
+                self.problem(f"is not a known field{hint}", entry, prefix + key)
+            else:
+                self.warning(f"is not a known field and has no effect{hint}", entry, prefix + key)
 
     def string(
         self,

@@ -9,7 +9,9 @@ served through the whole drain at shutdown, while new MCP requests get 503.
 With authentication on (`auth/auth.config.json`), `tfunnel.auth.gate` screens each request after
 those checks (the `Host` may then also be the configured audience's authority, an `Origin` its
 origin): it serves the metadata documents and refuses requests without a good token, before
-anything here counts them or mints a session.
+anything here counts them or mints a session. A session minted with a token belongs to its
+principal (another principal's token finds no such session: 404), and a stream opened with one ends
+at its expiry (`auth.gate.principal_of`, `stream_deadline`).
 Every error body is a JSON-RPC error object (the OAuth refusals' are RFC 6750's); only `/livez`
 and `/readyz` answer text. A client that disconnects while its call runs cancels that call through
 the tree (hooks, tool process groups, upstream requests).
@@ -18,13 +20,14 @@ the tree (hooks, tool process groups, upstream requests).
 from __future__ import annotations
 
 import contextlib
+import math
 import time
 from typing import Any
 
 import structlog
 import trio
 
-from tfunnel.auth.gate import AuthGate
+from tfunnel.auth.gate import AuthGate, principal_of, stream_deadline
 from tfunnel.errors import ProtocolError
 from tfunnel.home.live import Live
 from tfunnel.observe.observer import CallTally
@@ -157,7 +160,7 @@ class HttpApp:
         needs (a cancel, an answer to our question); a new request in it is refused in `_post`."""
         session_id = headers.get("mcp-session-id")
         return (scope["path"] == "/mcp" and scope["method"] == "POST" and session_id is not None
-                and self.sessions.get(session_id) is not None)
+                and self.sessions.get(session_id, principal_of(scope)) is not None)
 
     async def drain(self, grace_s: float) -> None:
         """After `stopping` is set: return once no MCP request is left, or after `grace_s`.
@@ -175,14 +178,15 @@ class HttpApp:
                 await rpc_error(send, 405, None, jsonrpc.INVALID_REQUEST,
                                 f"Method Not Allowed: /mcp takes POST, GET or DELETE, not {method}")
                 return
-            await handler(headers, receive, send)
+            await handler(scope, headers, receive, send)
         elif path in ("/sse", "/messages", "/messages/") and not self.live.settings.serve_legacy:
             await rpc_error(send, 405, None, jsonrpc.INVALID_REQUEST,
                             "Method Not Allowed: this gateway serves modern MCP only")
         elif path == "/sse" and method == "GET":
-            await self.legacy_sse.stream(receive, send)
+            await self.legacy_sse.stream(receive, send, principal_of(scope), stream_deadline(scope))
         elif path in ("/messages", "/messages/") and method == "POST":
-            await self.legacy_sse.post(scope.get("query_string", b"").decode("latin-1"), receive, send)
+            await self.legacy_sse.post(scope.get("query_string", b"").decode("latin-1"), receive, send,
+                                       principal_of(scope))
         elif path == "/health" and method == "GET":
             await self._health(send)
         elif path == "/metrics" and method == "GET":
@@ -201,7 +205,7 @@ class HttpApp:
 
     # --- /mcp -----------------------------------------------------------------------------------
 
-    async def _post(self, headers: dict[str, str], receive: Receive, send: Send) -> None:
+    async def _post(self, scope: Scope, headers: dict[str, str], receive: Receive, send: Send) -> None:
         accept = headers.get("accept", "")
         if "application/json" not in accept or "text/event-stream" not in accept:
             await rpc_error(send, 406, None, jsonrpc.INVALID_REQUEST,
@@ -225,12 +229,12 @@ class HttpApp:
             await self._exchange(self._stateless(), message, receive, send, era=era)
             return
         elif era is Era.MODERN:
-            await self._modern(headers, message, receive, send)
+            await self._modern(headers, message, receive, send, stream_deadline(scope))
             return
         elif message.method == "initialize":
-            await self._initialize(message, send)
+            await self._initialize(message, send, principal_of(scope))
             return
-        session = await self._session(headers, send)
+        session = await self._session(scope, headers, send)
         if session is None:
             return
         if not isinstance(message, Request):
@@ -244,13 +248,15 @@ class HttpApp:
         if refused is not None:
             await json_response(send, 400, refused)
             return
-        await self._exchange(session.connection, message, receive, send, session, era=Era.LEGACY)
+        await self._exchange(session.connection, message, receive, send, session, era=Era.LEGACY,
+                             deadline=stream_deadline(scope))
 
     def _stateless(self) -> Connection:
         """The connection of one modern request: no session is minted or consulted."""
         return Connection(self.service, ClientSession(id="modern"), ending=self.stopping, bind_session=False)
 
-    async def _modern(self, headers: dict[str, str], request: Request, receive: Receive, send: Send) -> None:
+    async def _modern(self, headers: dict[str, str], request: Request, receive: Receive, send: Send,
+                      deadline: float) -> None:
         """A stateless request: no session is minted or consulted (`Mcp-Session-Id` is ignored)."""
         try:
             envelope = modern.envelope(request.params, supported=None)
@@ -264,10 +270,10 @@ class HttpApp:
             await json_response(send, modern.http_status(exc.code),
                                 jsonrpc.error_message(request.id, exc.code, exc.message, exc.data))
             return
-        await self._exchange(self._stateless(), request, receive, send, era=Era.MODERN)
+        await self._exchange(self._stateless(), request, receive, send, era=Era.MODERN, deadline=deadline)
 
-    async def _initialize(self, request: Request, send: Send) -> None:
-        session = await self.sessions.create(self._connect)
+    async def _initialize(self, request: Request, send: Send, principal: str | None) -> None:
+        session = await self.sessions.create(self._connect, principal)
         if session is None:
             await rpc_error(send, 503, request.id, jsonrpc.INTERNAL_ERROR,
                             "Too many sessions: every session has a call or stream open")
@@ -289,12 +295,13 @@ class HttpApp:
         # A Streamable HTTP session answers each request on that request's own response.
         return Connection(self.service, client, ending=self.stopping)
 
-    async def _session(self, headers: dict[str, str], send: Send) -> HttpSession | None:
+    async def _session(self, scope: Scope, headers: dict[str, str], send: Send) -> HttpSession | None:
         session_id = headers.get("mcp-session-id")
         if not session_id:
             await rpc_error(send, 400, None, jsonrpc.INVALID_REQUEST, "Bad Request: Missing session ID")
             return None
-        session = self.sessions.get(session_id)
+        # Another principal's session does not exist for this token (404, never revealed).
+        session = self.sessions.get(session_id, principal_of(scope))
         if session is None:
             await rpc_error(send, 404, None, jsonrpc.INVALID_REQUEST, "Session not found")
             return None
@@ -307,10 +314,12 @@ class HttpApp:
         return session
 
     async def _exchange(self, connection: Connection, request: Request, receive: Receive, send: Send,
-                        session: HttpSession | None = None, *, era: Era | Refusal) -> None:
+                        session: HttpSession | None = None, *, era: Era | Refusal,
+                        deadline: float = math.inf) -> None:
         """Answer one request: JSON, or SSE when it streams (progress, listen, or a legacy
-        session's call that may ask the client something). A client that disconnects cancels the
-        call through the tree and gets nothing."""
+        session's call that may ask the client something); a stream ends at `deadline` (its
+        token's expiry). A client that disconnects cancels the call through the tree and gets
+        nothing."""
         client = connection.session
         meta = request.params.get("_meta")
         asks = session is not None and request.method == "tools/call" and any(
@@ -319,7 +328,7 @@ class HttpApp:
             request.method == "subscriptions/listen"
         out, queued = trio.open_memory_channel[dict[str, Any]](64) if streamed else (None, None)
         peer = ChannelPeer(out, self.stopping, connection.outbound if session is not None else None)
-        scope = trio.CancelScope()
+        scope = trio.CancelScope(deadline=deadline if streamed else math.inf)
         reply: dict[str, Any] | None = None
         stream = EventStream(send)
         try:
@@ -362,20 +371,21 @@ class HttpApp:
             return True
         return False
 
-    async def _get(self, headers: dict[str, str], receive: Receive, send: Send) -> None:
+    async def _get(self, scope: Scope, headers: dict[str, str], receive: Receive, send: Send) -> None:
         if await self._legacy_only(headers, send):
             return
         if "text/event-stream" not in headers.get("accept", ""):
             await rpc_error(send, 405, None, jsonrpc.INVALID_REQUEST,
                             "Method Not Allowed: GET needs Accept: text/event-stream")
             return
-        session = await self._session(headers, send)
+        session = await self._session(scope, headers, send)
         if session is None:
             return
         session.streams += 1
         try:
             await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
             async with trio.open_nursery() as nursery:
+                nursery.cancel_scope.deadline = stream_deadline(scope)  # the token's expiry
                 nursery.start_soon(end_on_disconnect, receive, nursery.cancel_scope)
                 nursery.start_soon(end_on, self.stopping, nursery.cancel_scope)
                 nursery.start_soon(end_on, session.closed, nursery.cancel_scope)
@@ -399,10 +409,10 @@ class HttpApp:
         await connection.list_changed(deliver, initialized_only=False, idle_s=KEEPALIVE_S,
                                       on_idle=keep_alive)
 
-    async def _delete(self, headers: dict[str, str], receive: Receive, send: Send) -> None:
+    async def _delete(self, scope: Scope, headers: dict[str, str], receive: Receive, send: Send) -> None:
         if await self._legacy_only(headers, send):
             return
-        session = await self._session(headers, send)
+        session = await self._session(scope, headers, send)
         if session is None:
             return
         self.sessions.remove(session.client.id)

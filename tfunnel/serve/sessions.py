@@ -40,6 +40,9 @@ class HttpSession:
     last_seen: float
     streams: int = 0  # open GET notification streams (or the 2024 SSE stream)
     closed: trio.Event = field(default_factory=trio.Event)
+    # Whose token minted it (`auth.gate.principal`; None with authentication off): only requests
+    # with a token of that principal find it.
+    principal: str | None = None
 
     @property
     def client(self) -> ClientSession:
@@ -68,7 +71,8 @@ class SessionStore:
     def streams(self) -> int:
         return sum(s.streams for s in self._sessions.values())
 
-    async def create(self, connect: Callable[[ClientSession], Connection]) -> HttpSession | None:
+    async def create(self, connect: Callable[[ClientSession], Connection],
+                     principal: str | None = None) -> HttpSession | None:
         """A new session with a secure random id, its connection made by `connect`. Sessions
         idle past the expiry are forgotten first; when the store is still full, the least
         recently used idle session (no call or stream open) is evicted to make room (its client
@@ -85,13 +89,17 @@ class SessionStore:
             self.remove(victim.client.id)
             forgotten.append(victim)
         session_id = secrets.token_urlsafe(32)  # visible ASCII, unguessable
-        session = HttpSession(connect(ClientSession(id=session_id)), trio.current_time())
+        session = HttpSession(connect(ClientSession(id=session_id)), trio.current_time(), principal=principal)
         self._sessions[session_id] = session
         await self._hand_over(forgotten)
         return session
 
-    def get(self, session_id: str) -> HttpSession | None:
-        """A live session, now the most recently used; None if unknown or forgotten."""
+    def get(self, session_id: str, principal: str | None = None) -> HttpSession | None:
+        """A live session of `principal`, now the most recently used; None if unknown, forgotten
+        or another principal's (which is left untouched)."""
+        session = self._sessions.get(session_id)
+        if session is None or session.principal != principal:
+            return None
         return self.touch(session_id)
 
     def touch(self, session_id: str) -> HttpSession | None:

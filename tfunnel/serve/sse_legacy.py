@@ -9,6 +9,7 @@ and the session is forgotten.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Awaitable, Callable
 
 import structlog
@@ -52,9 +53,11 @@ class LegacySse:
         # session id → (its stream toward the client, the nursery hosting its requests)
         self._streams: dict[str, tuple[Stream, trio.Nursery]] = {}
 
-    async def stream(self, receive: Receive, send: Send) -> None:
-        """`GET /sse`: a new session whose answers and notifications all flow here."""
-        session = await self.sessions.create(self._connect)
+    async def stream(self, receive: Receive, send: Send, principal: str | None = None,
+                     deadline: float = math.inf) -> None:
+        """`GET /sse`: a new session of `principal` whose answers and notifications all flow here,
+        until `deadline` (the token's expiry) at the latest."""
+        session = await self.sessions.create(self._connect, principal)
         if session is None:
             await rpc_error(send, 503, None, jsonrpc.INTERNAL_ERROR, "Too many sessions")
             return
@@ -63,6 +66,7 @@ class LegacySse:
         session.streams += 1
         try:
             async with trio.open_nursery() as nursery:
+                nursery.cancel_scope.deadline = deadline
                 stream = Stream(queue, self._hang_up(session_id, nursery))
                 session.connection.attach(stream)
                 # Registered before the client hears the endpoint, so its first POST finds it.
@@ -75,6 +79,10 @@ class LegacySse:
                 nursery.start_soon(end_on, self.stopping, nursery.cancel_scope)
                 nursery.start_soon(session.connection.list_changed, stream.deliver)
                 await self._pump(queued, stream, send)
+            if nursery.cancel_scope.cancelled_caught and trio.current_time() >= deadline:
+                # The token expired: the stream ends cleanly (the client may reconnect with a new one).
+                with trio.CancelScope(shield=True), trio.move_on_after(1):
+                    await send({"type": "http.response.body", "body": b""})
         finally:
             self._streams.pop(session_id, None)
             session.streams -= 1
@@ -83,10 +91,11 @@ class LegacySse:
                 await self.end_session(session.client)
             log.info("HTTP+SSE session ended", session=session_id)
 
-    async def post(self, query: str, receive: Receive, send: Send) -> None:
-        """`POST /messages?session_id=...`: accept (202) and answer on the stream."""
+    async def post(self, query: str, receive: Receive, send: Send, principal: str | None = None) -> None:
+        """`POST /messages?session_id=...`: accept (202) and answer on the stream; a session of
+        another principal is not found."""
         params = dict(part.split("=", 1) for part in query.split("&") if "=" in part)
-        session = self.sessions.get(params.get("session_id", ""))
+        session = self.sessions.get(params.get("session_id", ""), principal)
         stream = self._streams.get(params.get("session_id", ""))
         if session is None or stream is None:
             await rpc_error(send, 404, None, jsonrpc.INVALID_REQUEST, "Session not found")
