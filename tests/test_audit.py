@@ -52,7 +52,7 @@ def test_on_writes_one_json_line_per_record(tmp_path: Path) -> None:
     assert audit.path == tmp_path / DEFAULT_PATH
     audit.record("gate", tool="echo", decision="deny", reason="no", hook="h1")
     audit.record("tool", name="echo", mode="gateway", ok=True, durationMs=12)
-    audit.record("client", event="start", session="s1", client="claude")
+    audit.record("client", event="connect", session="s1", client="claude")
     audit.record("config", file="tools/tools.register.json", via="reload")
     got = records(audit.path)
     assert [list(r)[:2] for r in got] == [["ts", "type"]] * 4
@@ -60,7 +60,7 @@ def test_on_writes_one_json_line_per_record(tmp_path: Path) -> None:
     assert got == [
         {"type": "gate", "tool": "echo", "decision": "deny", "reason": "no", "hook": "h1"},
         {"type": "tool", "name": "echo", "mode": "gateway", "ok": True, "durationMs": 12},
-        {"type": "client", "event": "start", "session": "s1", "client": "claude"},
+        {"type": "client", "event": "connect", "session": "s1", "client": "claude"},
         {"type": "config", "file": "tools/tools.register.json", "via": "reload"},
     ]
 

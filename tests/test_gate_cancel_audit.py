@@ -49,10 +49,11 @@ async def test_audit_holds_one_record_per_decision_and_run(home: Path) -> None:
     async with sdk_client(home) as client:
         await client.call_tool("toolfunnel_run_tool", {"name": "hash", "args": {"text": "secret"}})
         await client.call_tool("toolfunnel_run_tool", {"name": "danger", "args": {"x": 1}})
-    # (The demo upstream's first sight is recorded too, by the tool approvals: not this test's.)
-    records = [r for r in audit_records(home) if r["type"] != "approval"]
+    # (The demo upstream's first sight and its connect are recorded too, by the tool approvals
+    # and the supervisor: not this test's.)
+    records = [r for r in audit_records(home) if r["type"] not in ("approval", "mcp")]
     kinds = [(r["type"], r.get("tool") or r.get("name") or r.get("event")) for r in records]
-    assert kinds == [("client", "start"), ("gate", "hash"), ("tool", "hash"), ("gate", "danger"),
+    assert kinds == [("client", "connect"), ("gate", "hash"), ("tool", "hash"), ("gate", "danger"),
                      ("client", "end")]
     gate_hash, tool_hash, gate_danger = records[1], records[2], records[3]
     assert gate_hash["decision"] == "allow" and gate_hash["hook"] is None

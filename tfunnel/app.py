@@ -49,6 +49,7 @@ from tfunnel.surface.notices import Notices
 from tfunnel.surface.reads import Reads
 from tfunnel.surface.service import Surface
 from tfunnel.tools.runner import LocalRunner
+from tfunnel.upstream.lifecycle import name_collision
 from tfunnel.upstream.supervisor import Context, Identity, Supervisor
 
 if TYPE_CHECKING:
@@ -104,7 +105,9 @@ def build(home: Path, environ: Mapping[str, str] | None = None, observer: Observ
                       lambda level: supervisor.set_log_level(level))
     supervisor = Supervisor(Context(home, env, settings.limits,
                                     Identity(settings.client_name, settings.client_version),
-                                    _keeping_listing(home, live), notices.upstream_notice))
+                                    _keeping_listing(home, live), notices.upstream_notice,
+                                    lambda record: audit.record("mcp", **record)))
+    live.on_collision = lambda *collided: audit.record("mcp", **name_collision(*collided))
     # What upstreams list reaches the surface through the tool approvals (pins and holds).
     approvals = Approvals(home, start.value(APPROVALS), live.files, audit,
                           quarantine=settings.approvals.quarantine, inspect=first_sight)

@@ -25,7 +25,7 @@ from tfunnel.observe.audit import LOG_CONFIG, LogConfig
 from tfunnel.surface.catalog import Catalog
 from tfunnel.surface.changes import Changes
 from tfunnel.surface.upstream_items import Extras
-from tfunnel.surface.upstream_tools import assemble
+from tfunnel.surface.upstream_tools import OnCollision, assemble
 
 ReadyTools = Callable[[], Mapping[str, Sequence[Mapping[str, Any]]]]
 # Every ready upstream's lists by kind (`upstream.listing`: tools, prompts, resources, templates;
@@ -54,6 +54,8 @@ class Live:
         self.ready_lists: ReadyLists = dict
         # Which upstream items are held for approval: upstream -> item key -> the refusal.
         self.holds: Callable[[], Mapping[str, Mapping[str, str]]] = dict
+        # Told of each upstream tool name collision once per process (the gateway audits it).
+        self.on_collision: OnCollision = lambda upstream, tool, surfaced: None
         self.catalog = Catalog(self.register, self.state)
         self.tools_changed = Changes()
         # Set once every upstream connected or failed its first attempt (or the deadline passed).
@@ -73,7 +75,8 @@ class Live:
         local = Catalog(self.register, self.state)
         lists = self.ready_lists()
         holds = self.holds()
-        upstream = tuple(assemble(self.ready_tools(), self.expose.expose, local.local_names(), holds))
+        upstream = tuple(assemble(self.ready_tools(), self.expose.expose, local.local_names(), holds,
+                                  self.on_collision))
         extras = Extras.assemble({u: kinds.get("prompts", ()) for u, kinds in lists.items()},
                                  {u: kinds.get("resources", ()) for u, kinds in lists.items()},
                                  {u: kinds.get("templates", ()) for u, kinds in lists.items()},

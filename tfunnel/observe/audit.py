@@ -17,11 +17,14 @@ Records the gateway writes (SPEC §11):
 
 - `gate`    `tool`, `decision`, `reason`, `hook`                     a PreToolUse decision
 - `tool`    `name`, `mode`, `ok`, `durationMs`                       a tool run
-- `client`  `event` (`start` | `end`), `session`, `client`           a client session
+- `client`  `event` (`connect` | `end`), `session`, `client`, `protocolVersion`   a client session
+  (`connect` is ToolFunnel's name for its start)
 - `config`  `file`, `via`, `change`, `by`                           a config change; `via` is
   `cli`, `tf` (in-band, `by` the session), `ui`, or `file` (a running gateway read the file)
-- `upstream` `event` (`connect` | `disconnect` | `restart` | `backoff` | `stopped` | `reload`),
-  `upstream`; and `auth` for authorization denials.
+- `mcp`     `event`, `upstream`, ...: upstream lifecycle in ToolFunnel's shapes (`connect`,
+  `connect_failed`, `disconnect`, `reconnect`, `reconnect_failed`, `stopped`, `reload`,
+  `name_collision`; `upstream/lifecycle.py` decides them, `app.py` writes them); and `auth` for
+  authorization denials.
 
 Arguments and results are not logged unless `logArgs` is true: write `args=audit.redact(args)`.
 

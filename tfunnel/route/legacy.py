@@ -110,7 +110,7 @@ class LegacyAdapter:
         if context:
             result["instructions"] = f"{result['instructions']}\n\n{context}"
         log.info("client session", client=session.label, protocol=session.protocol_version)
-        self._audit.record("client", event="start", session=session.id, client=session.label,
+        self._audit.record("client", event="connect", session=session.id, client=session.label,
                            protocolVersion=session.protocol_version)
         return result
 

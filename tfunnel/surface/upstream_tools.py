@@ -1,13 +1,14 @@
 """Upstream tools as the surface names them (pure).
 
 A tool's surfaced name is the `as` of its enabled expose entry, else `<upstream>_<tool>`. On a
-collision the local register wins, then config order; each collision is logged once per process.
+collision the local register wins, then config order; each collision is logged once per process
+(and handed to `on_collision`, which the gateway records in the audit log: surface/ writes no files).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -82,12 +83,15 @@ def surfaced_name(upstream: str, tool: str, curated: ExposeEntry | None) -> str:
 
 
 Holds = Mapping[str, Mapping[str, str]]  # upstream -> item key (`tool:<name>`) -> the refusal
+OnCollision = Callable[[str, str, str], None]  # upstream, its tool, the surfaced name it lost
 
 
 def assemble(ready: Mapping[str, Sequence[Mapping[str, Any]]], expose: Iterable[ExposeEntry],
-             taken: set[str], holds: Holds | None = None) -> list[UpstreamTool]:
+             taken: set[str], holds: Holds | None = None,
+             on_collision: OnCollision | None = None) -> list[UpstreamTool]:
     """Name every tool of every ready upstream (config order); `taken` holds local names;
-    `holds` says which are held (their calls are refused)."""
+    `holds` says which are held (their calls are refused); `on_collision` hears each collision
+    the first time this process sees it."""
     holds = holds or {}
     curated = {(e.upstream, e.tool): e for e in expose if e.enabled}
     used = set(taken) | set(META_TOOL_NAMES)
@@ -103,6 +107,8 @@ def assemble(ready: Mapping[str, Sequence[Mapping[str, Any]]], expose: Iterable[
                     _reported.add(key)
                     log.warning("upstream tool name collides; the earlier tool keeps the name",
                                 upstream=upstream, tool=name, name=surfaced)
+                    if on_collision is not None:
+                        on_collision(upstream, name, surfaced)
                 continue
             used.add(surfaced)
             hold = holds.get(upstream, {}).get(f"tool:{name}")

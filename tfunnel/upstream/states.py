@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import trio
 
@@ -48,6 +49,8 @@ class Context:
     # An upstream's notification other than progress and list_changed (resources/updated,
     # message): the upstream's id and the notification.
     on_notification: Callable[[str, Notification], None] = lambda upstream, note: None
+    # A lifecycle record (`upstream/lifecycle.py`: connect, disconnect, ...) for the audit log.
+    on_event: Callable[[dict[str, Any]], None] = lambda record: None
     jitter: Callable[[], float] = random.random  # in [0, 1); tests pin it
     # Set when the gateway stops by a signal: children are stopped without the usual graces.
     urgent: trio.Event = field(default_factory=trio.Event)

@@ -21,7 +21,7 @@ from tfunnel.config.expose import UpstreamSpec
 from tfunnel.errors import UpstreamCrashed, UpstreamError, UpstreamUnavailable
 from tfunnel.protocol.eras import Era
 from tfunnel.protocol.jsonrpc import Notification
-from tfunnel.upstream import handshake
+from tfunnel.upstream import handshake, lifecycle
 from tfunnel.upstream.backoff import RestartBudget
 from tfunnel.upstream.call import CallChannel, UpstreamCall
 from tfunnel.upstream.coalesce import Coalescer
@@ -76,6 +76,11 @@ class Upstream:
         self.stopped_reason: str | None = None
         self.first_attempt = trio.Event()
         self.ever_ready = False
+        # For the lifecycle records: restart attempts since last ready, whether the upstream ended
+        # the current connection itself, whether a config change is replacing it.
+        self._attempt = 0
+        self._died = False
+        self.halting = False
         self._changed = trio.Event()  # set (and replaced) on every state change
         # Upstream list_changed notifications, however many, re-list once at a time (per kind).
         self._relists = {kind.name: Coalescer(partial(self._relist, kind))
@@ -119,9 +124,16 @@ class Upstream:
 
     def _set(self, state: State) -> None:
         if state is not self.state:
-            self.state = state
+            old, self.state = self.state, state
             self.since = now_iso()
             self.ever_ready |= state is State.READY
+            self._attempt += old is State.BACKOFF and state is State.STARTING
+            facts = lifecycle.Facts(self.statistics(), lifecycle.where(self.spec), self._attempt,
+                                    died=self._died, halting=self.halting)
+            for record in lifecycle.records(old, state, facts):
+                self._ctx.on_event(record)
+            if state is State.READY:
+                self._attempt = 0
             self._changed.set()
             self._changed = trio.Event()
 
@@ -186,6 +198,7 @@ class Upstream:
         failure: UpstreamError | None = None
         stream: MessageStream | None = None
         had_tools = False
+        self._died = False
         try:
             async with transport.connect() as stream:
                 self.pid = stream.pid
@@ -256,6 +269,7 @@ class Upstream:
             await stream.wait_ended()
             watch.cancel_scope.cancel()
         self.last_error = f"upstream {self.spec.id!r} {await stream.wait_closed()}"
+        self._died = True  # not cancelled: the upstream ended it
         session.fail_all(UpstreamCrashed(self.last_error))
         ended.set()
 

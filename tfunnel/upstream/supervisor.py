@@ -18,6 +18,7 @@ import trio
 from tfunnel.config.expose import ExposeConfig, ExposeEntry, UpstreamSpec
 from tfunnel.config.names import owners
 from tfunnel.errors import UpstreamUnavailable
+from tfunnel.upstream import lifecycle
 from tfunnel.upstream.call import CallChannel, UpstreamCall
 from tfunnel.upstream.factory import transport_for
 from tfunnel.upstream.listing import Items
@@ -100,11 +101,20 @@ class Supervisor:
                 log.info("upstream removed" if new is None else "upstream definition changed",
                          upstream=upstream_id)
             order = list(wanted)
+            started = []
             for spec in config.upstreams:
                 if spec.id not in self.upstreams:
                     await self._start(spec)
+                    started.append(self.upstreams[spec.id])
             self.upstreams = {uid: self.upstreams[uid] for uid in order}
             self._ctx.on_change()
+        # Recorded once what it started had its first attempt (at most the start window), so
+        # the record says which upstreams the reload left connected.
+        with trio.move_on_after(self._startup_deadline_s):
+            for upstream in started:
+                if upstream.state is not State.DISABLED:
+                    await upstream.first_attempt.wait()
+        self._ctx.on_event(lifecycle.reload(u.statistics() for u in self.upstreams.values()))
 
     async def _start(self, spec: UpstreamSpec) -> None:
         upstream = Upstream(spec, self._ctx, self._transports)
@@ -133,6 +143,7 @@ class Supervisor:
         scope = self._scopes.pop(upstream_id, None)
         finished = self._finished.pop(upstream_id, None)
         if scope is not None and finished is not None:
+            self.upstreams[upstream_id].halting = True  # what it records: a reload, not a failure
             scope.cancel()
             await finished.wait()
         gone = self.upstreams.pop(upstream_id)
@@ -157,7 +168,8 @@ class Supervisor:
         """Connect `spec` once, apart from the supervised upstreams (whether it is enabled or not),
         until it is ready or its first attempt failed (at most the start window): what it lists, and
         why it did not come up (None when it did). The connection is closed before this returns."""
-        quiet = replace(self._ctx, on_change=lambda: None, on_notification=lambda upstream, note: None)
+        quiet = replace(self._ctx, on_change=lambda: None, on_notification=lambda upstream, note: None,
+                        on_event=lambda record: None)
         probe = Upstream(replace(spec, enabled=True), quiet, self._transports)
         listed: dict[str, Items] = {}
         async with trio.open_nursery() as nursery:
