@@ -366,5 +366,5 @@ def test_accepting_a_change_is_confirmed_whatever_the_policy(home: Path) -> None
     store.write(home, Book({"up": held}))
     plan = ops_approvals.accept_change(Env(home), {"upstream": "up"})
     for policy in ("none", "loosening", "all"):
-        asked = question(policy, "tf_accept_change", plan)  # type: ignore[arg-type]
+        asked = question(policy, "tf_accept_change", plan)
         assert asked is not None and CHANGED.digest[:19] in asked and "description changed" in asked
