@@ -361,17 +361,20 @@ def test_seed_home_seeds(tmp_path: Path, seed: Path, precreate: bool) -> None:
     home = tmp_path / "home"
     if precreate:
         home.mkdir()
-    assert seed_home(home, seed) is True
+    seeding = seed_home(home, seed)
+    assert seeding.fresh and set(seeding.files) == SEEDED | FROM_PACKAGE
     assert files_under(home) == SEEDED | FROM_PACKAGE
     assert (home / "tools/scripts/a.py").read_text() == "seed tools/scripts/a.py"
 
 
-def test_seed_home_never_touches_non_empty_home(tmp_path: Path, seed: Path) -> None:
-    """A non-empty home is not seeded: returns False, overwrites nothing and copies nothing."""
+def test_seed_home_completes_a_home_without_overwriting(tmp_path: Path, seed: Path) -> None:
+    """A home holding only `toolfunnel.json` gets the files a start needs, its own file untouched
+    (the cases: tests/test_seed_complete.py)."""
     home = tmp_path / "home"
     put(home, "toolfunnel.json", '{"serverName": "mine"}')
-    assert seed_home(home, seed) is False
-    assert files_under(home) == {"toolfunnel.json"}
+    seeding = seed_home(home, seed)
+    assert not seeding.fresh
+    assert files_under(home) == SEEDED | FROM_PACKAGE
     assert (home / "toolfunnel.json").read_text() == '{"serverName": "mine"}'
 
 

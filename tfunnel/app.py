@@ -33,7 +33,7 @@ from tfunnel.home.files import HomeReading, read_home
 from tfunnel.home.listing import Listed, ListingCache
 from tfunnel.home.live import Live
 from tfunnel.home.reviewed import Reviewed
-from tfunnel.manage.builtins import Management
+from tfunnel.manage.builtins import Management, served_register
 from tfunnel.manage.plans import Env
 from tfunnel.observe.audit import CONFIG_FILE as LOG_CONFIG_FILE
 from tfunnel.observe.audit import AuditLog
@@ -95,7 +95,8 @@ def build(home: Path, environ: Mapping[str, str] | None = None, observer: Observ
     read_as = {home / name: signature(home / name) for name in LIVE_FILES}
     start = read_home(home)
     start.refuse_start()
-    live = Live(home, start)  # logs the warnings, and a broken log config (the audit log is off)
+    # Logs the warnings, and a broken log config (the audit log is off).
+    live = Live(home, start, served_register)
     _log_runtime_checks(start, child_environment(home, environ))
     settings = live.settings
     audit = AuditLog(home, live.log_config)

@@ -18,7 +18,7 @@ from tfunnel import __version__, completion
 from tfunnel import log as logsetup
 from tfunnel.app import BindRefused, build, reaping, run_http, run_stdio, running
 from tfunnel.config.atomic import sweep_temp_files
-from tfunnel.config.home import ResolvedHome, resolve_home, seed_dir, seed_home
+from tfunnel.config.home import HomeNotUsable, ResolvedHome, resolve_home, seed_dir, seed_home
 from tfunnel.config.load import load_register, load_settings, load_state
 from tfunnel.config.model import META_TOOL_NAMES
 from tfunnel.config.names import owners
@@ -251,10 +251,19 @@ def _main(argv: Sequence[str] | None) -> int:
 
 def _prepare_home(cli_home: str | None) -> ResolvedHome:
     home = resolve_home(cli_home, os.environ)
-    seeded = seed_home(home.path, seed_dir())
+    try:
+        seeding = seed_home(home.path, seed_dir())
+    except HomeNotUsable as exc:
+        print(f"tfunnel: refusing to start: {exc}", file=sys.stderr)
+        raise SystemExit(1) from None
     swept = sweep_temp_files(home.path)
-    state = "seeded from the bundled defaults" if seeded else "existing"
+    state = "seeded from the bundled defaults" if seeding.fresh else "existing"
     print(f"tfunnel: config home {home.path} ({state}; from {home.source})", file=sys.stderr)
+    if not seeding.fresh:  # a fresh home's one line says it all; a completed one names each file
+        for rel in seeding.files:
+            print(f"tfunnel: seeded {rel} from the bundled defaults", file=sys.stderr)
+    for why in seeding.refused:
+        print(f"tfunnel: warning: {why}", file=sys.stderr)
     for tmp in swept:
         log.warning("removed a temp file left by an interrupted write", path=str(tmp))
     _check_requires(home)
@@ -308,7 +317,8 @@ def _check(home: ResolvedHome) -> int:
     found = check_home(home.path)
     warnings = sum(1 for p in found if p.severity == "warning")
     for problem in found:
-        print(f"warning: {problem}" if problem.severity == "warning" else problem)
+        print(f"{problem.severity}: {problem}" if problem.severity != "error" else problem)
+    found = [p for p in found if p.severity != "note"]  # a note is for knowing: it fails nothing
     if found:  # a warning fails the check too (SPEC §2): an unknown field is usually a typo
         print(f"{len(found) - warnings} problem(s) and {warnings} warning(s) in {home.path}")
         return 1

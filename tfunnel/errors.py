@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-Severity = Literal["error", "warning"]
+# A note is for knowing (a rule tfunnel applied on purpose); it fails nothing, `tfunnel check` included.
+Severity = Literal["error", "warning", "note"]
 
 
 class TfunnelError(Exception):
@@ -23,7 +24,8 @@ class ConfigProblem:
     """One problem in one config file, naming the entry (id or index) and the field.
 
     An `error` makes the file unusable (start refused, reload refused); a `warning` (an unknown
-    field) is reported by `tfunnel check`, the serve log and `/health`, and the file still loads."""
+    field) is reported by `tfunnel check`, the serve log and `/health`, and the file still loads;
+    a `note` is reported by `tfunnel check` and the serve log, and fails nothing."""
 
     file: str
     message: str

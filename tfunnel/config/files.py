@@ -195,9 +195,13 @@ class LiveFiles:
         before = {str(w) for w in self._warnings.get(name, ())}
         for warning in warnings:
             if str(warning) not in before:
-                log.warning("config warning", file=name, warning=str(warning))
+                if warning.severity == "note":
+                    log.info("config note", file=name, note=warning.message)
+                else:
+                    log.warning("config warning", file=name, warning=str(warning))
         self._warnings[name] = warnings
 
     def warnings(self) -> list[ConfigProblem]:
-        """The warnings of every version in force, sorted by file (in file order within one)."""
-        return [w for name in sorted(self._warnings) for w in self._warnings[name]]
+        """The warnings of every version in force, sorted by file (in file order within one); notes
+        are logged once, not kept as warnings."""
+        return [w for name in sorted(self._warnings) for w in self._warnings[name] if w.severity != "note"]

@@ -1,21 +1,61 @@
-"""Where the config home is, and seeding it once from the bundled `conf/`."""
+"""Where the config home is, and completing it from the bundled `conf/`."""
 
 from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import tfunnel
+from tfunnel.errors import TfunnelError
 
-# Parts of conf/ that ship with the package but are not home content.
-_NOT_HOME_CONTENT = frozenset({"systemd", "clients"})
-# State files record what an operator did; a fresh home starts without them.
+# State files record what an operator did; a home never starts with them.
 _STATE_FILES = frozenset({"tools.state.json", "hooks.state.json", "tool-approvals.json"})
-# Package files a fresh home also gets: the demo upstream the seeded expose.json attaches.
-_PACKAGE_FILES = {"mcp/servers/mock_upstream.py": ("testing", "mock_upstream.py")}
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One config file of the seed, and what seeding it brings along: the seed folders whose
+    files it names (`dirs`), and package files it names (`package`: home path -> package path).
+    What a unit brings comes only with its file: a home whose own register names its own scripts
+    is never given ours."""
+
+    file: str
+    dirs: tuple[str, ...] = ()
+    package: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+
+# Every file of the seed belongs to one unit (a test keeps conf/ and this table equal).
+UNITS: tuple[Unit, ...] = (
+    Unit("toolfunnel.json"),
+    Unit("tools/tools.register.json", ("tools/scripts",)),
+    Unit("mcp/expose.json", package={"mcp/servers/mock_upstream.py": ("testing", "mock_upstream.py")}),
+    Unit("hooks/hooks.manifest.json", ("hooks/scripts",)),
+)
+# Its absence means every default, and a home that lacks it is one someone started without it.
+_OPTIONAL = frozenset({"toolfunnel.json"})
+
+
+def units_to_seed(fresh: bool, present: Callable[[str], bool]) -> tuple[Unit, ...]:
+    """A fresh (missing or empty) home gets every unit; any other home only the files a start
+    needs that it lacks (`present(file)` is whether anything, even a dangling link, is there)."""
+    return tuple(u for u in UNITS if fresh or (u.file not in _OPTIONAL and not present(u.file)))
+
+
+@dataclass(frozen=True)
+class Seeding:
+    """What `seed_home` did: `fresh` (a missing or empty home, seeded whole), the files it wrote
+    (relative, in order), and why it left a file out (a folder that leads outside the home)."""
+
+    fresh: bool
+    files: tuple[str, ...] = ()
+    refused: tuple[str, ...] = ()
+
+
+class HomeNotUsable(TfunnelError):
+    """The config home path is not a folder (a file, or under one): nothing can be seeded or read."""
 
 
 @dataclass(frozen=True)
@@ -46,27 +86,74 @@ def seed_dir() -> Path:
     return bundled if bundled.is_dir() else package.parent / "conf"
 
 
-def seed_home(home: Path, seed: Path) -> bool:
-    """Seed a missing or empty `home` from `seed`; never overwrite. Return whether it seeded."""
-    if home.is_dir() and any(home.iterdir()):
-        return False
-    home.mkdir(parents=True, exist_ok=True)
-    for src in sorted(seed.rglob("*")):
-        rel = src.relative_to(seed)
-        if rel.parts[0] in _NOT_HOME_CONTENT or src.name in _STATE_FILES or "__pycache__" in rel.parts:
-            continue
-        dest = home / rel
-        if src.is_dir():
-            dest.mkdir(parents=True, exist_ok=True)
-        elif not dest.exists():
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, dest)
+def seed_home(home: Path, seed: Path) -> Seeding:
+    """Complete `home` from `seed`, file by file, never overwriting (not even a dangling link):
+    a missing or empty home gets everything; another home the start-needed files it lacks
+    (`units_to_seed`). State files and `auth/` are never seeded, and nothing is written through a
+    folder that leads outside the home."""
+    if os.path.lexists(home) and not home.is_dir():
+        raise HomeNotUsable(f"config home {home} is not a directory")
+    try:
+        fresh = not home.exists() or not any(home.iterdir())
+        home.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise HomeNotUsable(f"config home {home} cannot be used: {exc.strerror or exc}") from exc
+    real = home.resolve()
     package = Path(tfunnel.__file__).resolve().parent
-    for name, parts in _PACKAGE_FILES.items():
-        target = home / name
-        if not target.exists():
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(package.joinpath(*parts), target)
+    files: list[str] = []
+    refused: list[str] = []
+    for unit in units_to_seed(fresh, lambda rel: os.path.lexists(home / rel)):
+        sources = [(unit.file, seed / unit.file)]
+        sources += [(src.relative_to(seed).as_posix(), src) for folder in unit.dirs
+                    for src in sorted((seed / folder).rglob("*"))
+                    if src.is_file() and src.name not in _STATE_FILES and "__pycache__" not in src.parts]
+        sources += [(rel, package.joinpath(*parts)) for rel, parts in unit.package.items()]
+        if not sources[0][1].is_file():
+            continue
+        for rel, src in sources:
+            outside = _leads_outside(real, home / rel)
+            if outside is not None:
+                refused.append(f"not seeding {rel}: {outside} leads outside the config home")
+                if rel == unit.file:
+                    break  # nothing it names either
+                continue
+            if _copy_new(src, home / rel):
+                files.append(rel)
+    return Seeding(fresh, tuple(files), tuple(refused))
+
+
+def _leads_outside(real_home: Path, dest: Path) -> str | None:
+    """The deepest existing folder on the way to `dest` (relative to the home), when it resolves
+    outside the home (a link to elsewhere); None when writing there stays inside."""
+    folder = dest.parent
+    while not os.path.lexists(folder) and folder != folder.parent:
+        folder = folder.parent
+    try:
+        inside = folder.resolve().is_relative_to(real_home)
+    except OSError:
+        inside = False
+    if inside:
+        return None
+    try:
+        return folder.relative_to(real_home).as_posix()
+    except ValueError:
+        return str(folder)
+
+
+def _copy_new(src: Path, dest: Path) -> bool:
+    """Copy `src` to `dest` only if nothing is there (exclusive create: no overwrite, no write
+    through a link); False when something was, or the folder cannot hold it."""
+    if os.path.lexists(dest):
+        return False
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        with open(src, "rb") as source, open(dest, "xb") as target:
+            shutil.copyfileobj(source, target)
+        shutil.copymode(src, dest)
+    except FileExistsError:
+        return False
+    except OSError as exc:
+        raise HomeNotUsable(f"cannot seed {dest}: {exc.strerror or exc}") from exc
     return True
 
 

@@ -7,7 +7,8 @@ found; a missing `toolfunnel.json` or state file means defaults, a missing regis
 
 Known fields, per object (anything else is a warning naming the nearest known field; keys starting
 with `_` are comments). Known but ignored, for ToolFunnel homes: `path` and `covers` on register
-entries (older ToolFunnel registers carried them; its drift check read them).
+entries (older ToolFunnel registers carried them; its drift check read them). A ToolFunnel `tf_*`
+entry (`config.adopt`) is loaded as our built-in of that name, with a note.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from tfunnel.config.adopt import served_note, toolfunnel_management, unserved_warning
 from tfunnel.config.files import ConfigFile, load, read_config
 from tfunnel.config.model import (
     BUILTIN_TOOL_NAMES,
@@ -169,6 +171,9 @@ def _tool_entry(item: Any, index: int, f: Fields) -> ToolEntry | None:
     instructions = f.string(item, "instructions", label)
     schema = _input_schema(item, label, f)
     invoke = _invoke(item, label, f)
+    adopted = _adopt(tool_id, invoke, f)
+    if adopted is not None:
+        invoke = Invoke("builtin", tool_id)
     mode = f.choice(item, "mode", label, ("gateway", "reference"), "gateway" if invoke else "reference")
     if mode == "gateway" and invoke is None and "invoke" not in item:
         f.problem('is required when "mode" is "gateway"', label, "invoke")
@@ -185,7 +190,21 @@ def _tool_entry(item: Any, index: int, f: Fields) -> ToolEntry | None:
         mode="reference" if mode == "reference" else "gateway",
         invoke=invoke,
         timeout_s=timeout,
+        adopted=adopted,
     )
+
+
+def _adopt(tool_id: str, invoke: Invoke | None, f: Fields) -> str | None:
+    """The ToolFunnel script a `tf_*` entry runs when our built-in of that name serves it instead
+    (noted); None otherwise (one we have no built-in for is warned about and stays a script)."""
+    name = toolfunnel_management(tool_id, invoke)
+    if name is None or invoke is None:
+        return None
+    if name not in BUILTIN_TOOL_NAMES:
+        f.warning(unserved_warning(tool_id, invoke.target))
+        return None
+    f.note(served_note(tool_id, invoke.target))
+    return invoke.target
 
 
 def _input_schema(item: dict[str, Any], label: str, f: Fields) -> dict[str, Any] | None:

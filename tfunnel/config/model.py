@@ -114,6 +114,9 @@ class ToolEntry:
     mode: Literal["gateway", "reference"] = "gateway"
     invoke: Invoke | None = None
     timeout_s: float | None = None
+    # The ToolFunnel script (`tools/scripts/tf-x.js`) of a management entry served by our built-in
+    # instead (`config.adopt`); None for every other entry.
+    adopted: str | None = None
 
 
 @dataclass(frozen=True)

@@ -69,6 +69,10 @@ class Fields:
     def warning(self, message: str, entry: str | None = None, field: str | None = None) -> None:
         self.warnings.append(ConfigProblem(self.file, message, entry, field, "warning"))
 
+    def note(self, message: str, entry: str | None = None, field: str | None = None) -> None:
+        """A rule applied on purpose, kept with the warnings (it travels with the file's version)."""
+        self.warnings.append(ConfigProblem(self.file, message, entry, field, "note"))
+
     def known(self, obj: Mapping[str, Any], entry: str | None, allowed: Collection[str], *,
               prefix: str = "", strict: bool = False) -> None:
         """Warn about every key of `obj` that is not in `allowed`, naming the nearest known one;

@@ -37,13 +37,22 @@ log = structlog.get_logger("tfunnel.config")
 
 
 
+def _as_read(register: Register) -> Register:
+    return register
+
+
 class Live:
-    def __init__(self, home: Path, start: HomeReading) -> None:
-        """The config a start read (`start.refuse_start()` already passed); logs its warnings."""
+    def __init__(self, home: Path, start: HomeReading,
+                 served: Callable[[Register], Register] = _as_read) -> None:
+        """The config a start read (`start.refuse_start()` already passed); logs its warnings.
+        `served` turns each register version into what is served (the composition root gives
+        the management tools' own schemas to the entries of ToolFunnel's it adopts)."""
         self.home = home
         self.files = LiveFiles(home, start.readings)
         self.settings = start.value(SETTINGS)
-        self.register = start.value(REGISTER)
+        self._served = served
+        self._register_read = start.value(REGISTER)  # compared with each reload: a same file is no news
+        self.register = served(self._register_read)
         self.state = start.value(STATE)
         self._manifest = start.value(MANIFEST)
         self._overlay = start.value(HOOK_STATE)
@@ -118,10 +127,11 @@ class Live:
 
     def reload_register(self) -> bool:
         def apply(register: Register) -> None:
-            self.register = register
+            self._register_read = register
+            self.register = self._served(register)
             log.info("register reloaded", tools=len(register.tools))
             self._swap()
-        return self._reload(REGISTER, self.register, apply) is not None
+        return self._reload(REGISTER, self._register_read, apply) is not None
 
     def reload_state(self) -> bool:
         def apply(state: ToolState) -> None:

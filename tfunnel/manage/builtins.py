@@ -14,14 +14,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import trio
 
 from tfunnel.config.load import REGISTER
-from tfunnel.config.model import BUILTIN_TOOL_NAMES, ToolEntry
+from tfunnel.config.model import BUILTIN_TOOL_NAMES, Register, ToolEntry
 from tfunnel.errors import ToolFailure
 from tfunnel.gate.gated import AskUser, NeedsInput
 from tfunnel.manage import ops_approvals, ops_hooks, ops_list, ops_mcp, ops_settings, ops_tools
@@ -160,6 +160,16 @@ BUILTINS: Mapping[str, Builtin] = {b.name: b for b in (
             _schema({"upstream": _ID, "tool": _STR}, ["upstream"]), ops_approvals.accept_change),
 )}
 assert tuple(BUILTINS) == BUILTIN_TOOL_NAMES  # the register loader checks names against that list
+
+
+def served_register(register: Register) -> Register:
+    """`register` as served: an entry of ToolFunnel's that our built-in serves (`ToolEntry.adopted`)
+    gets the built-in's own inputSchema, which its calls are checked against anyway (the one the
+    entry carries may be older, or absent)."""
+    tools = tuple(replace(entry, input_schema=BUILTINS[entry.id].input_schema)
+                  if entry.adopted is not None and entry.id in BUILTINS else entry
+                  for entry in register.tools)
+    return register if tools == register.tools else replace(register, tools=tools)
 
 
 def register_entry(builtin: Builtin) -> dict[str, Any]:

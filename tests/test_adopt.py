@@ -1,0 +1,138 @@
+"""ToolFunnel's `tf_*` register entries served by tfunnel's built-ins (`config.adopt`)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.toolfunnel_home import TF_ENTRIES, tf_entry, write_toolfunnel_home
+from tfunnel.config.adopt import toolfunnel_management
+from tfunnel.config.load import REGISTER, load_register
+from tfunnel.config.model import Invoke
+from tfunnel.home.check import check_home
+from tfunnel.home.files import read_home
+from tfunnel.home.live import Live
+from tfunnel.manage.builtins import BUILTINS, served_register
+
+SCRIPT, SHELL = "script", "shell"
+
+
+@pytest.mark.parametrize(("entry_id", "kind", "path", "expected"), [
+    pytest.param("tf_list", SCRIPT, "tools/scripts/tf-list.js", "tf_list", id="tf_list"),
+    pytest.param("tf_tool_add", SCRIPT, "tools/scripts/tf-tool-add.js", "tf_tool_add",
+                 id="underscores-to-dashes"),
+    pytest.param("tf_accept_change", SCRIPT, "./tools/scripts/tf-accept-change.js", "tf_accept_change",
+                 id="leading-dot"),
+    pytest.param("tf_wrap", SCRIPT, "tools/scripts/tf-wrap.js", "tf_wrap", id="no-builtin-still-recognised"),
+    pytest.param("tf_list", SCRIPT, "tools/scripts/tf-lists.js", None, id="differently-named-script"),
+    pytest.param("tf_list", SCRIPT, "tools/scripts/tf_list.js", None, id="underscored-script"),
+    pytest.param("tf_list", SCRIPT, "tools/scripts/tf-list.py", None, id="not-js"),
+    pytest.param("tf_list", SCRIPT, "scripts/tf-list.js", None, id="outside-tools-scripts"),
+    pytest.param("tf_list", SCRIPT, "tf-list.js", None, id="bare-name"),
+    pytest.param("tf_list", SCRIPT, "tools/scripts/sub/tf-list.js", None, id="sub-folder"),
+    pytest.param("tf_list", SCRIPT, "/opt/toolfunnel/tools/scripts/tf-list.js", None, id="absolute"),
+    pytest.param("tf_list", SCRIPT, "tools/scripts/../scripts/tf-list.js", None, id="dot-dot"),
+    pytest.param("tf_list", SCRIPT, "tools\\scripts\\tf-list.js", None, id="backslashes"),
+    pytest.param("tf_list", SHELL, "node tools/scripts/tf-list.js", None, id="shell-invoke"),
+    pytest.param("my_list", SCRIPT, "tools/scripts/my-list.js", None, id="not-tf-prefixed"),
+    pytest.param("tf_", SCRIPT, "tools/scripts/tf-.js", None, id="bare-prefix"),
+    pytest.param("tf-list", SCRIPT, "tools/scripts/tf-list.js", None, id="dashed-id"),
+])
+def test_toolfunnel_management(entry_id: str, kind: str, path: str, expected: str | None) -> None:
+    """Only id `tf_x` with a script invoke of `tools/scripts/tf-x.js` is ToolFunnel's entry."""
+    invoke = Invoke("script", path) if kind == SCRIPT else Invoke("shell", path)
+    assert toolfunnel_management(entry_id, invoke) == expected
+
+
+def test_no_invoke_is_not_recognised() -> None:
+    assert toolfunnel_management("tf_list", None) is None
+
+
+def _register(home: Path, *entries: dict[str, object]) -> None:
+    (home / "tools").mkdir(parents=True, exist_ok=True)
+    (home / "tools" / "tools.register.json").write_text(json.dumps({"version": 1, "tools": list(entries)}))
+
+
+def test_the_loader_adopts_each_entry_we_have_a_builtin_for(tmp_path: Path) -> None:
+    """Every §C.7 entry with a built-in becomes it (the ToolFunnel path kept, for the note);
+    tf_wrap stays the script it says, with a warning naming it; the file is not rewritten."""
+    write_toolfunnel_home(tmp_path)
+    before = (tmp_path / "tools" / "tools.register.json").read_bytes()
+    register = load_register(tmp_path).by_id()
+    for tool_id in TF_ENTRIES:
+        entry = register[tool_id]
+        if tool_id == "tf_wrap":
+            assert entry.invoke == Invoke("script", "tools/scripts/tf-wrap.js") and entry.adopted is None
+        else:
+            assert entry.invoke == Invoke("builtin", tool_id)
+            assert entry.adopted == f"tools/scripts/{tool_id.replace('_', '-')}.js"
+    assert register["echo"].invoke == Invoke("script", "tools/scripts/echo.js")
+    assert (tmp_path / "tools" / "tools.register.json").read_bytes() == before
+
+
+def test_a_lookalike_stays_a_script(tmp_path: Path) -> None:
+    """An operator's `tf_list` running a script of another name is their tool, not ours."""
+    _register(tmp_path, tf_entry("tf_list", invoke={"type": "script", "path": "tools/scripts/my-list.js"}))
+    [entry] = load_register(tmp_path).tools
+    assert entry.invoke == Invoke("script", "tools/scripts/my-list.js") and entry.adopted is None
+
+
+def test_the_builtins_schema_is_served(tmp_path: Path) -> None:
+    """An adopted entry is served with the built-in's inputSchema, not the (older) one it carries;
+    other entries are served as written."""
+    write_toolfunnel_home(tmp_path)
+    served = served_register(load_register(tmp_path)).by_id()
+    assert served["tf_pack"].input_schema == BUILTINS["tf_pack"].input_schema
+    assert served["tf_list"].input_schema == BUILTINS["tf_list"].input_schema
+    assert served["echo"].input_schema is None
+    assert served["tf_wrap"].input_schema is None
+
+
+def test_check_notes_the_mapping_and_warns_about_tf_wrap(tmp_path: Path) -> None:
+    """`tfunnel check`: one note per adopted entry (no error), one warning for tf_wrap."""
+    write_toolfunnel_home(tmp_path)
+    found = [p for p in check_home(tmp_path) if p.file == REGISTER.name]
+    notes = [str(p) for p in found if p.severity == "note"]
+    assert notes == [f"{REGISTER.name}: register entry {i} runs ToolFunnel's tools/scripts/"
+                     f"{i.replace('_', '-')}.js; serving tfunnel's built-in {i} instead"
+                     for i in TF_ENTRIES if i != "tf_wrap"]
+    [warning] = [p for p in found if p.severity == "warning"]
+    assert "tf_wrap" in warning.message and "no built-in" in warning.message
+    assert [p for p in found if p.severity == "error"] == []
+
+
+def test_check_exits_zero_on_notes_alone(tmp_path: Path) -> None:
+    """Without tf_wrap the home's report is notes only: `tfunnel check` passes, printing them."""
+    write_toolfunnel_home(tmp_path)
+    path = tmp_path / "tools" / "tools.register.json"
+    doc = json.loads(path.read_text())
+    doc["tools"] = [t for t in doc["tools"] if t["id"] != "tf_wrap"]
+    path.write_text(json.dumps(doc))
+    done = subprocess.run([sys.executable, "-m", "tfunnel", "--home", str(tmp_path), "check"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "note: tools/tools.register.json: register entry tf_list runs ToolFunnel's " \
+           "tools/scripts/tf-list.js; serving tfunnel's built-in tf_list instead" in done.stdout
+    assert done.stdout.rstrip().endswith(f"ok: {tmp_path.resolve()}")
+
+
+def test_live_serves_the_schema_and_a_same_register_is_no_news(tmp_path: Path) -> None:
+    """The live config serves adopted entries with the built-in's schema, on reload too; re-reading
+    an unchanged register is no change for clients (what is compared is the file as read)."""
+    write_toolfunnel_home(tmp_path)
+    live = Live(tmp_path, read_home(tmp_path), served_register)
+    assert live.register.by_id()["tf_pack"].input_schema == BUILTINS["tf_pack"].input_schema
+    seen = live.tools_changed.version
+    assert live.reload_register() is True
+    assert live.tools_changed.version == seen
+    path = tmp_path / "tools" / "tools.register.json"
+    doc = json.loads(path.read_text())
+    doc["tools"][0]["summary"] = "changed"
+    path.write_text(json.dumps(doc))
+    assert live.reload_register() is True
+    assert live.tools_changed.version > seen
+    assert live.register.by_id()["tf_pack"].input_schema == BUILTINS["tf_pack"].input_schema
