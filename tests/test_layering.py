@@ -12,7 +12,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "tfunnel"
 # Data flows one way (docs/architecture.md): inbound transport (serve) → route → surface → gate →
 # tools | upstream; home (the config home as a whole) and app compose them. Each layer may not
 # import what sits above it; protocol/ is sans-IO and imports nothing else of ours but errors.
-_TOP = ("tfunnel.app", "tfunnel.cli")
+_TOP = ("tfunnel.app", "tfunnel.app_http", "tfunnel.cli")
 _ABOVE_SURFACE = ("tfunnel.serve", "tfunnel.route", "tfunnel.home", "tfunnel.manage", *_TOP)
 FORBIDDEN: dict[str, tuple[str, ...]] = {
     "protocol": ("trio", "anyio", "asyncio", "socket", "subprocess", "hypercorn", "tfunnel.serve",

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import resource
 import signal
 from collections.abc import AsyncIterator, Callable, Collection, Iterable, Mapping
 from contextlib import asynccontextmanager
@@ -25,7 +24,6 @@ from tfunnel.config.home import child_environment
 from tfunnel.config.load import REGISTER_FILE, STATE_FILE
 from tfunnel.config.model import META_TOOL_NAMES, Settings
 from tfunnel.config.watch import Signature, signature, watch_files
-from tfunnel.errors import ConfigError
 from tfunnel.gate.engine import HookEngine
 from tfunnel.gate.manifest import HOOK_STATE_FILE, MANIFEST_FILE
 from tfunnel.home.check import runtime as runtime_checks
@@ -38,7 +36,6 @@ from tfunnel.manage.plans import Env
 from tfunnel.observe.audit import CONFIG_FILE as LOG_CONFIG_FILE
 from tfunnel.observe.audit import AuditLog
 from tfunnel.observe.observer import Observer
-from tfunnel.proc.children import keep_child_nofile
 from tfunnel.proc.reaper import REAPER
 from tfunnel.route.channel import LegacyChannel
 from tfunnel.route.methods import INSTRUCTIONS
@@ -53,11 +50,8 @@ from tfunnel.upstream.lifecycle import name_collision
 from tfunnel.upstream.supervisor import Context, Identity, Supervisor
 
 if TYPE_CHECKING:
-    import hypercorn.config
 
-    from tfunnel.auth.gate import AuthGate
-    from tfunnel.serve.http import HttpApp
-    from tfunnel.serve.metrics import Metrics
+    pass
 
 log = structlog.get_logger("tfunnel.app")
 
@@ -359,138 +353,8 @@ async def run_stdio(gateway: Gateway) -> int:
     return signals.exit_code
 
 
-class BindRefused(Exception):
-    """`serve --http` was asked to listen on a non-loopback address without authentication on."""
-
-
 def upstream_status(gateway: Gateway) -> str:
     """One line for systemd's STATUS=: how many upstreams are ready."""
     stats = gateway.supervisor.statistics()
     ready = sum(1 for s in stats if s.state == "ready")
     return f"serving; upstreams ready {ready}/{len(stats)}"
-
-
-async def run_http(gateway: Gateway, metrics: Metrics, host: str, port: int, grace_s: float) -> int:
-    """Serve HTTP until SIGINT/SIGTERM (130/143): refuse new MCP requests (503) while the
-    operations endpoints keep answering, let in-flight calls finish within `grace_s`, then close
-    the listener, cancel the rest and close every upstream. SIGHUP reloads the config."""
-    # Imported here, not at the top: the stdio gateway never needs the HTTP stack, and its cold
-    # start (what a desktop client waits for) should not pay for importing it.
-    import hypercorn.config
-
-    from tfunnel.serve.connections import quiet_accept_errors, raise_fd_limit
-    from tfunnel.serve.http import HttpApp
-    from tfunnel.serve.loopback import bind_refusal
-    from tfunnel.serve.sdnotify import Notifier
-    from tfunnel.serve.sessions import SessionStore
-
-    auth = http_auth(gateway)
-    refusal = bind_refusal(host, authenticated=auth is not None)  # on the name as given: nothing resolved
-    if refusal is not None:
-        raise BindRefused(refusal)
-    live = gateway.live
-    limits = live.settings.limits
-    keep_child_nofile(resource.getrlimit(resource.RLIMIT_NOFILE))  # children keep what we had
-    soft, hard = raise_fd_limit()
-    log.debug("open-files limit", soft=soft, hard=hard)
-    quiet_accept_errors()
-    config = hypercorn.config.Config()
-    config.bind = [f"[{host}]:{port}" if ":" in host else f"{host}:{port}"]
-    # The grace is ours (`HttpApp.drain`, while the listener still serves the health endpoints);
-    # when hypercorn is told to shut down, whatever still runs is past it and is cancelled.
-    config.graceful_timeout = 0
-    config.accesslog = None
-    config.errorlog = None  # our own log says what matters; hypercorn's would interleave raw lines
-    config.h11_max_incomplete_size = 16 * 1024  # request line + headers
-    config.backlog = 64
-    # hypercorn's keep-alive timer runs whenever a connection is outside a request: idle between
-    # requests, and from the connection's start (or the previous answer) until a request's head
-    # is complete. So it is also the deadline for a slow head; a slow body is `HttpApp`'s (408).
-    config.keep_alive_timeout = limits.idle_timeout_s
-    # hypercorn closes a keep-alive connection after 1000 requests by default; a client driving a
-    # long session would reconnect every 1000 calls for no benefit.
-    config.keep_alive_max_requests = 1_000_000
-    # No read timeout: hypercorn applies it to the whole connection, which would cut off tool
-    # calls and notification streams that legitimately last minutes.
-    gate = _auth_gate(gateway, auth, metrics) if auth is not None else None
-    app = HttpApp(gateway.router, live, gateway.supervisor, gateway.surface.tally,
-                  SessionStore(max_sessions=limits.max_sessions), metrics, gate)
-    notifier = Notifier.from_env(os.environ)
-    shutdown = trio.Event()
-    signals = Signals(gateway)
-    signals.on_reload_start = notifier.reloading
-    signals.on_reload_done = lambda: notifier.ready(upstream_status(gateway))
-
-    def stop() -> None:
-        log.info("draining", grace_s=grace_s)
-        notifier.stopping()
-        app.stopping.set()
-
-    async def drain_then_shut_down() -> None:
-        # hypercorn closes its listener at the shutdown trigger, so the trigger waits for the end
-        # of the drain: until then new connections are accepted and /health answers `stopping`.
-        await app.stopping.wait()
-        await app.drain(grace_s)
-        shutdown.set()
-
-    signals.on_stop = stop
-    async with reaping(), running(gateway) as nursery:
-        await nursery.start(signals.run)
-        nursery.start_soon(drain_then_shut_down)
-        nursery.start_soon(notifier.run_watchdog)
-        nursery.start_soon(app.reap_idle_sessions)
-        if gate is not None:
-            # The keys are fetched and renewed in the gate's own task, never in a request's.
-            await nursery.start(gate.run)
-        urls = await nursery.start(_serve_http, app, config, shutdown)
-        # Clients are served from here on, upstreams or not; systemd and /readyz hear "ready"
-        # once the upstreams have had their start window.
-        log.info("listening", urls=urls, server=live.settings.server_name)
-        await live.started.wait()
-        notifier.ready(upstream_status(gateway))
-        await app.stopped.wait()
-    notifier.close()
-    return signals.exit_code
-
-
-def http_auth(gateway: Gateway) -> AuthConfig | None:
-    """The HTTP service's authentication (None: off); raise `ConfigError` when
-    `auth/auth.config.json` is broken: the service never starts unauthenticated by mistake."""
-    reading = gateway.auth
-    if reading is None:
-        return None
-    if reading.problems:
-        raise ConfigError(list(reading.problems))
-    config = reading.value
-    return config if config is not None and config.enabled else None
-
-
-def _auth_gate(gateway: Gateway, config: AuthConfig, metrics: Metrics) -> AuthGate:
-    from tfunnel.auth.gate import AuthGate
-    from tfunnel.auth.jwks import KeyCache
-
-    def denied(error: str, status: int, path: str) -> None:
-        metrics.auth_denied(error)  # every one; the audit log gets them aggregated
-
-    def record(document: dict[str, object]) -> None:
-        gateway.audit.record("auth", **document)
-
-    return AuthGate(config, KeyCache(config), denied, record=record)
-
-
-async def _serve_http(app: HttpApp, config: hypercorn.config.Config, shutdown: trio.Event, *,
-                      task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED) -> None:
-    import hypercorn.trio
-    import hypercorn.trio.run
-
-    from tfunnel.serve.connections import PromptCloseTCPServer
-
-    # hypercorn's trio worker has no seam for its connection handler class; it looks the name up
-    # in its module at each accept, so this is where ours goes in (see serve/connections.py).
-    PromptCloseTCPServer.write_timeout_s = app.write_timeout_s
-    hypercorn.trio.run.TCPServer = PromptCloseTCPServer  # type: ignore[attr-defined]
-    try:
-        await hypercorn.trio.serve(app, config, shutdown_trigger=shutdown.wait,  # type: ignore[arg-type]
-                                   task_status=task_status)
-    finally:
-        app.stopped.set()

@@ -16,7 +16,8 @@ import trio
 
 from tfunnel import __version__, completion
 from tfunnel import log as logsetup
-from tfunnel.app import BindRefused, build, reaping, run_http, run_stdio, running
+from tfunnel.app import build, reaping, run_stdio, running
+from tfunnel.app_http import BindRefused, run_http
 from tfunnel.config.atomic import sweep_temp_files
 from tfunnel.config.home import HomeNotUsable, ResolvedHome, resolve_home, seed_dir, seed_home
 from tfunnel.config.load import load_register, load_settings, load_state

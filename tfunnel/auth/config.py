@@ -274,7 +274,7 @@ def _auth_config(home: Path, raw: dict[str, Any], f: Fields) -> AuthConfig:
     )
 
 
-# A broken file does not refuse every start: only the HTTP service, which `app.run_http` refuses
+# A broken file does not refuse every start: only the HTTP service, which `app_http.run_http` refuses
 # on this file's problems (a stdio gateway has nothing to authenticate).
 AUTH: ConfigFile[AuthConfig] = ConfigFile(
     AUTH_FILE, "auth config", _auth_config, absent=_off,
