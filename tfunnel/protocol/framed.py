@@ -27,6 +27,7 @@ _HEADER = re.compile(rb"[A-Za-z][A-Za-z0-9_-]*[ \t]*:")
 _LENGTH_NAME = b"content-length"
 _RESYNC = re.compile(rb"content-length[ \t]*:", re.IGNORECASE)
 _BLANK = b" \t\r\n"
+_LEADING = re.compile(rb"[ \t\r\n]*")  # matched in place: a chunk of many messages is not copied per message
 
 
 class Framing(enum.Enum):
@@ -125,8 +126,9 @@ class ContentLengthReader:
 
     def _header_line(self, events: list[Event]) -> bool:
         if not self._block:  # blanks between messages (a client's trailing newline)
-            start = len(self._buffer) - len(bytes(self._buffer).lstrip(_BLANK))
-            del self._buffer[:start]
+            leading = _LEADING.match(self._buffer)
+            if leading is not None and leading.end():
+                del self._buffer[:leading.end()]
         nl = self._buffer.find(b"\n")
         if self._block + (len(self._buffer) if nl < 0 else nl) > MAX_HEADER_BYTES:
             self._bad(events, f"a header block longer than {MAX_HEADER_BYTES} bytes")
