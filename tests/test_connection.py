@@ -203,33 +203,46 @@ async def test_an_outbound_request_the_caller_gives_up_on_tells_the_client() -> 
 
 
 @pytest.mark.trio_clock
-async def test_list_changed_reaches_an_initialized_connection_once_per_burst() -> None:
-    """A burst of surface changes reaches an initialized connection as one list_changed, and an
-    uninitialized one not at all; the next burst is told again."""
+async def test_list_changed_reaches_a_connection_once_initialize_is_answered() -> None:
+    """A burst of surface changes reaches a connection whose `initialize` we answered as one
+    list_changed, whether or not it sent `notifications/initialized` (the spec holds back only a
+    server's requests until then; this once waited for it), a connection that sent
+    `initialized` without an answered `initialize` not at all, nor one whose `initialize` was
+    refused; the next burst is told again."""
     changes = Changes()
     ready, ready_replies, _ = connect(changes=changes)
+    answered, answered_replies, _ = connect(changes=changes)
     fresh, fresh_replies, _ = connect(changes=changes)
+    refused, refused_replies, _ = connect(changes=changes, serve_legacy=False)
     with trio.fail_after(60):
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(ready.list_changed, ready_replies.send)
-            nursery.start_soon(fresh.list_changed, fresh_replies.send)
+            for connection, replies in ((ready, ready_replies), (answered, answered_replies),
+                                        (fresh, fresh_replies), (refused, refused_replies)):
+                nursery.start_soon(connection.list_changed, replies.send)
+            await ready.receive(Request(1, "initialize", {}), nursery)
+            await answered.receive(Request(1, "initialize", {}), nursery)
+            await refused.receive(Request(1, "initialize", {}), nursery)
             await ready.receive(Notification("notifications/initialized"), nursery)
+            await fresh.receive(Notification("notifications/initialized"), nursery)
             await trio.testing.wait_all_tasks_blocked()
+            assert "error" in refused_replies.sent[0]
             for _ in range(3):
                 changes.bump()
                 await trio.sleep(0.01)
             await trio.sleep(1)
-            assert ready_replies.sent == [LIST_CHANGED] and fresh_replies.sent == []
+            assert ready_replies.sent[1:] == [LIST_CHANGED] == answered_replies.sent[1:]
+            assert fresh_replies.sent == [] and refused_replies.sent[1:] == []
             changes.bump()
             await trio.sleep(1)
-            assert ready_replies.sent == [LIST_CHANGED] * 2 and fresh_replies.sent == []
+            assert ready_replies.sent[1:] == [LIST_CHANGED] * 2 == answered_replies.sent[1:]
+            assert fresh_replies.sent == [] and refused_replies.sent[1:] == []
             nursery.cancel_scope.cancel()
 
 
 @pytest.mark.trio_clock
 async def test_a_notification_stream_hears_of_changes_and_keeps_alive() -> None:
-    """A GET stream's loop (initialized or not) tells every burst and, between them, a keep-alive
-    after each idle interval."""
+    """A GET stream's loop (its initialize answered, initialized or not) tells every burst and,
+    between them, a keep-alive after each idle interval."""
     changes = Changes()
     connection, replies, _ = connect(changes=changes)
     idle: list[float] = []
@@ -239,8 +252,9 @@ async def test_a_notification_stream_hears_of_changes_and_keeps_alive() -> None:
 
     with trio.fail_after(60):
         async with trio.open_nursery() as nursery:
+            connection.initialize_answered = True  # as on a GET stream, which needs a session
             nursery.start_soon(lambda: connection.list_changed(
-                replies.send, initialized_only=False, idle_s=15, on_idle=keep_alive))
+                replies.send, idle_s=15, on_idle=keep_alive))
             await trio.sleep(20)
             changes.bump()
             await trio.sleep(1)
@@ -262,7 +276,8 @@ async def test_pushed_notices_go_out_in_order_with_the_lists_that_changed_and_ov
         for _ in range(MAX_NOTICES + 5):  # nobody delivers yet: the queue fills, the rest drop
             connection.push_notice(note)
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(lambda: connection.list_changed(replies.send, initialized_only=False))
+            connection.initialize_answered = True
+            nursery.start_soon(lambda: connection.list_changed(replies.send))
             await trio.sleep(1)
             assert replies.sent == [note] * MAX_NOTICES
             changes.bump("prompts", "resources")

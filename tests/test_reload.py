@@ -64,13 +64,22 @@ async def test_valid_register_edit_applies_and_notifies(home: Path) -> None:
         assert greet["result"]["content"][0]["text"] == f"hello from {home}\n"
 
 
-async def test_list_changed_is_only_sent_after_initialized(home: Path) -> None:
-    """A client that has not finished the handshake gets no list_changed."""
+async def test_list_changed_waits_for_initialize_not_for_initialized(home: Path) -> None:
+    """A client whose `initialize` was not answered gets no list_changed; once it was, the client
+    hears of the next change even before it sends `notifications/initialized`. (This test once
+    held list_changed back until `initialized`: the spec restricts a server's requests before
+    that point, not its notifications, and ToolFunnel sends them.)"""
+    state = home / "tools" / "tools.state.json"
     async with gateway(home) as wire:
         await wire.request(1, "ping")
-        (home / "tools" / "tools.state.json").write_text(json.dumps({"hash": {"hot": True}}))
+        state.write_text(json.dumps({"hash": {"hot": True}}))
         await wait_for_log(wire, "tool state reloaded")
         await wire.expect_silence(0.5)
+        await wire.request(2, "initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
+                                             "clientInfo": {"name": "wire", "version": "1"}})
+        await wire.request(3, "tools/list")
+        state.write_text(json.dumps({"hash": {"hot": False}}))
+        await next_notification(wire, "notifications/tools/list_changed")
 
 
 async def test_malformed_state_edit_keeps_the_last_good_state(home: Path) -> None:

@@ -1,4 +1,5 @@
-"""Drive a real `tfunnel serve` child over its stdin/stdout pipes, one JSON line at a time."""
+"""Drive a real `tfunnel serve` child over its stdin/stdout pipes, one JSON line at a time (or,
+`framed`, one `Content-Length` message at a time, as ToolFunnel's clients speak)."""
 
 from __future__ import annotations
 
@@ -45,15 +46,26 @@ async def wait_for_file(path: Path, timeout: float = 10.0) -> str:
     return path.read_text()
 
 
+def content_length(body: bytes) -> bytes:
+    """`body` as one LSP-style message."""
+    return b"Content-Length: %d\r\n\r\n" % len(body) + body
+
+
 class Wire:
-    def __init__(self, proc: trio.Process) -> None:
+    def __init__(self, proc: trio.Process, *, framed: bool = False) -> None:
         self.proc = proc
+        self.framed = framed
         self.stderr = bytearray()
         self._buffer = bytearray()
         self.stash: list[dict[str, Any]] = []
 
     async def send(self, message: Mapping[str, Any] | bytes) -> None:
-        data = message if isinstance(message, bytes) else json.dumps(message).encode() + b"\n"
+        if isinstance(message, bytes):
+            data = message
+        elif self.framed:
+            data = content_length(json.dumps(message).encode())
+        else:
+            data = json.dumps(message).encode() + b"\n"
         assert self.proc.stdin is not None
         await self.proc.stdin.send_all(data)
 
@@ -61,18 +73,39 @@ class Wire:
         """The next message from stdout (stashed ones first)."""
         if self.stash:
             return self.stash.pop(0)
-        assert self.proc.stdout is not None
         with trio.fail_after(timeout):
-            while b"\n" not in self._buffer:
-                chunk = await self.proc.stdout.receive_some(65536)
-                if not chunk:
-                    raise EOFError(f"gateway closed stdout; stderr:\n{self.stderr.decode()}")
-                self._buffer += chunk
-        line, _, rest = bytes(self._buffer).partition(b"\n")
-        self._buffer = bytearray(rest)
+            line = await (self._recv_framed() if self.framed else self._recv_line())
         value = json.loads(line)
         assert isinstance(value, dict)
         return value
+
+    async def _more(self) -> None:
+        assert self.proc.stdout is not None
+        chunk = await self.proc.stdout.receive_some(65536)
+        if not chunk:
+            raise EOFError(f"gateway closed stdout; stderr:\n{self.stderr.decode()}")
+        self._buffer += chunk
+
+    async def _recv_line(self) -> bytes:
+        while b"\n" not in self._buffer:
+            await self._more()
+        line, _, rest = bytes(self._buffer).partition(b"\n")
+        self._buffer = bytearray(rest)
+        return line
+
+    async def _recv_framed(self) -> bytes:
+        """One `Content-Length` message: exactly that header, a blank line, the body (no newline
+        of NDJSON may stand in for it)."""
+        while b"\r\n\r\n" not in self._buffer:
+            await self._more()
+        head, _, rest = bytes(self._buffer).partition(b"\r\n\r\n")
+        name, _, length = head.partition(b": ")
+        assert name == b"Content-Length" and length.isdigit(), f"not a framed message: {head[:80]!r}"
+        while len(rest) < int(length):
+            await self._more()
+            rest = bytes(self._buffer).partition(b"\r\n\r\n")[2]
+        self._buffer = bytearray(rest[int(length):])
+        return rest[:int(length)]
 
     async def reply_to(self, request_id: Any, timeout: float = READ_TIMEOUT_S) -> dict[str, Any]:
         """Read until the response for `request_id`; stash everything else."""
@@ -158,7 +191,7 @@ async def settled(proc: trio.Process, stderr: bytearray, timeout: float = 30.0) 
 
 @asynccontextmanager
 async def gateway(home: Path, env: Mapping[str, str] | None = None, *extra: str,
-                  settle: bool = True) -> AsyncIterator[Wire]:
+                  settle: bool = True, framed: bool = False) -> AsyncIterator[Wire]:
     """A running `tfunnel serve` on `home`; killed (group) if the test leaves it running.
 
     With `settle` (the default) the test starts once the upstreams had their start, so what it
@@ -169,7 +202,7 @@ async def gateway(home: Path, env: Mapping[str, str] | None = None, *extra: str,
         env={**os.environ, **(env or {})},
         start_new_session=True,
     )
-    wire = Wire(proc)
+    wire = Wire(proc, framed=framed)
 
     async def drain_stderr() -> None:
         assert proc.stderr is not None

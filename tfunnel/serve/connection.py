@@ -117,6 +117,8 @@ class Connection:
         # order, for `list_changed` to deliver; bounded: a client that reads none loses notices.
         self._notes_in, self._notes_out = trio.open_memory_channel[dict[str, Any]](MAX_NOTICES)
         self._dropped = 0
+        # Set once our `initialize` result is out: from then on the client hears of changes.
+        self.initialize_answered = False
         session.push = self.push_notice
         # The log context of each request; a modern stateless request has no session to name.
         self._context: dict[str, Any] = {"session": session.id} if bind_session else {}
@@ -212,6 +214,7 @@ class Connection:
                 return
             assert self.reply is not None
             await self.reply.send(reply)
+            self._answered(request, reply)
 
     async def answer(self, request: Request, peer: Peer | None, *, era: Era | Refusal | None = None,
                      scope: trio.CancelScope | None = None) -> dict[str, Any] | None:
@@ -226,7 +229,14 @@ class Connection:
                 reply = await self._respond(request, peer, self.service.era(request) if era is None else era)
         finally:
             del self.inflight[request.id]
-        return None if scope.cancel_called else reply
+        if scope.cancel_called:
+            return None
+        self._answered(request, reply)  # the transport writes it next; nothing can be ahead of it
+        return reply
+
+    def _answered(self, request: Request, reply: dict[str, Any]) -> None:
+        if is_initialize_result(request, reply):
+            self.initialize_answered = True
 
     async def _respond(self, request: Request, peer: Peer | None, era: Era | Refusal) -> dict[str, Any]:
         """The one place a failure becomes a JSON-RPC error; each request is counted once."""
@@ -258,15 +268,17 @@ class Connection:
                 log.warning("client is not reading its notifications; dropped", dropped=self._dropped)
 
     async def list_changed(self, deliver: Callable[[dict[str, Any]], Awaitable[None]], *,
-                           initialized_only: bool = True, idle_s: float = math.inf,
+                           idle_s: float = math.inf,
                            on_idle: Callable[[], Awaitable[None]] | None = None) -> None:
         """Deliver the notifications not tied to a request, in order: whenever a list of the
         surface changed (coalesced per burst, one `notifications/<kind>/list_changed` for each
-        list that changed; only once the client is initialized, unless `initialized_only` is
-        off), and what was pushed (`push_notice`). `on_idle` runs after each `idle_s` without one
-        (keep-alives). Runs until cancelled."""
+        list that changed; only once our `initialize` result is out, whether or not the client
+        has sent `notifications/initialized`: the spec holds back a server's requests until then,
+        not its notifications, and ToolFunnel's clients rely on hearing them), and what was
+        pushed (`push_notice`). Every transport follows this one rule. `on_idle` runs after each
+        `idle_s` without one (keep-alives). Runs until cancelled."""
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(self._changes, initialized_only)
+            nursery.start_soon(self._changes)
             while True:
                 message: dict[str, Any] | None = None
                 with trio.move_on_after(idle_s):  # only the wait: a delivery is never cut short
@@ -276,13 +288,17 @@ class Connection:
                 elif on_idle is not None:
                     await on_idle()
 
-    async def _changes(self, initialized_only: bool) -> None:
+    async def _changes(self) -> None:
         changes = self.service.changes
         seen = changes.version
-        relevant: dict[str, Callable[[], bool]] = \
-            {"relevant": lambda: self.session.initialized} if initialized_only else {}
         while True:
             before = seen
-            seen = await changes.next_burst(seen, **relevant)
+            # A change before then needs no word: the client lists after its `initialize`.
+            seen = await changes.next_burst(seen, relevant=lambda: self.initialize_answered)
             for kind in changes.changed_since(before):
                 await self._notes_in.send(jsonrpc.notification_message(f"notifications/{kind}/list_changed"))
+
+
+def is_initialize_result(request: Request, reply: dict[str, Any]) -> bool:
+    """Whether `reply` is a successful answer to `initialize` (after which notifications flow)."""
+    return request.method == "initialize" and "result" in reply

@@ -404,10 +404,9 @@ class HttpApp:
         async def keep_alive() -> None:
             await send({"type": "http.response.body", "body": b": keep-alive\n\n", "more_body": True})
 
-        # A GET stream is opened by a client that holds its session id: initialized or not, it
-        # hears of every change.
-        await connection.list_changed(deliver, initialized_only=False, idle_s=KEEPALIVE_S,
-                                      on_idle=keep_alive)
+        # A GET stream is opened by a client that holds its session id, so its `initialize` was
+        # answered: initialized or not, it hears of every change (`Connection.list_changed`).
+        await connection.list_changed(deliver, idle_s=KEEPALIVE_S, on_idle=keep_alive)
 
     async def _delete(self, scope: Scope, headers: dict[str, str], receive: Receive, send: Send) -> None:
         if await self._legacy_only(headers, send):

@@ -1,8 +1,10 @@
-"""The stdio transport: NDJSON on a pair of byte streams, every request its own task.
+"""The stdio transport: NDJSON or `Content-Length` framing on a pair of byte streams, every
+request its own task.
 
 What a request is (its id, cancel scope, era, answer) is the connection's (`serve.connection`);
-this module owns the bytes: reading lines, writing them through a `LineWriter` (never half a
-line; on a pipe, eagerly from the caller's task), the small spill queue for fire-and-forget
+this module owns the bytes: reading messages (the framing is told from the stream's first bytes,
+`protocol.framed`, and every message we write uses it too), writing them through a `LineWriter`
+(never half a message; on a pipe, eagerly from the caller's task), the small spill queue for fire-and-forget
 messages (progress), and the lifetime: stdin closed → in-flight requests finish within the grace
 period; stdout stalled or closed → the client is gone. Any pair of trio byte streams will do, so
 tests run it on memory streams.
@@ -21,7 +23,8 @@ import trio
 from tfunnel.observe.observer import NullObserver, Observer
 from tfunnel.proc.linewriter import LineWriter
 from tfunnel.protocol import jsonrpc
-from tfunnel.protocol.framing import LineReader, Oversize
+from tfunnel.protocol.framed import Framing, Malformed, StreamReader, frame
+from tfunnel.protocol.framing import Oversize
 from tfunnel.protocol.jsonrpc import MessageError
 from tfunnel.protocol.session import ClientSession
 from tfunnel.serve.connection import MAX_INFLIGHT, ChangeSignal, Connection, Handler, Service
@@ -47,10 +50,16 @@ class StdioServer:
         self._out: trio.MemorySendChannel[dict[str, Any]] | None = None
         self._writer: LineWriter | None = None
         self._queued = 0  # messages in the spill queue, not yet written
+        self._reading = StreamReader(max_message_bytes)
 
     @property
     def session(self) -> ClientSession:
         return self.connection.session
+
+    @property
+    def framing(self) -> Framing:
+        """The client's framing; NDJSON until its first bytes tell (nothing is written before)."""
+        return self._reading.framing or Framing.NDJSON
 
     async def serve(self, receive: trio.abc.ReceiveStream, send: trio.abc.SendStream) -> None:
         """Serve until `receive` ends, then finish in-flight requests within the grace period."""
@@ -76,16 +85,20 @@ class StdioServer:
                 await self.router.end_session(self.session)
 
     async def _reader(self, receive: trio.abc.ReceiveStream, requests: trio.Nursery) -> None:
-        lines = LineReader(self.max_message_bytes)
         while True:
             data = await receive.receive_some(_READ_CHUNK)
-            events = lines.feed(data) if data else lines.eof()
+            events = self._reading.feed(data) if data else self._reading.eof()
             for event in events:
                 await self._dispatch(event, requests)
             if not data:
                 return
 
-    async def _dispatch(self, event: bytes | Oversize, requests: trio.Nursery) -> None:
+    async def _dispatch(self, event: bytes | Oversize | Malformed, requests: trio.Nursery) -> None:
+        if isinstance(event, Malformed):  # the reader resynchronises at the next header block
+            log.warning("bad message framing", error=event.reason)
+            await self.send(jsonrpc.error_message(
+                None, jsonrpc.PARSE_ERROR, f"Parse error: bad Content-Length header block ({event.reason})"))
+            return
         if isinstance(event, Oversize):
             log.warning("message over the size cap refused", cap=self.max_message_bytes)
             await self.send(jsonrpc.error_message(
@@ -131,7 +144,7 @@ class StdioServer:
         assert self._writer is not None
         # A client that is gone has already stopped the server (the writer's on_broken).
         with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
-            await self._writer.write(jsonrpc.encode(message))
+            await self._writer.write(frame(jsonrpc.encode(message), self.framing))
 
     async def _notifier(self, *, task_status: trio.TaskStatus[trio.CancelScope]) -> None:
         """Tell an initialized client whenever the tool surface changed (coalesced)."""
