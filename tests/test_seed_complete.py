@@ -31,12 +31,16 @@ def put(home: Path, rel: str, text: str = "{}") -> Path:
     pytest.param(True, set(), [SETTINGS, REGISTER, EXPOSE, MANIFEST], id="fresh-home-gets-all"),
     pytest.param(False, {SETTINGS}, [REGISTER, EXPOSE, MANIFEST], id="only-toolfunnel-json"),
     pytest.param(False, set(), [REGISTER, EXPOSE, MANIFEST], id="non-empty-never-gets-toolfunnel-json"),
-    pytest.param(False, {REGISTER}, [EXPOSE, MANIFEST], id="own-register"),
+    # An established home (one config file of its own): only what a start cannot do without; a
+    # deleted expose.json or manifest means none, not the demo again.
+    pytest.param(False, {REGISTER}, [], id="own-register"),
+    pytest.param(False, {EXPOSE}, [REGISTER], id="own-expose"),
     pytest.param(False, {REGISTER, EXPOSE, MANIFEST}, [], id="complete-home"),
     pytest.param(False, {EXPOSE, MANIFEST}, [REGISTER], id="register-missing"),
 ])
 def test_units_to_seed(fresh: bool, present: set[str], expected: list[str]) -> None:
-    """A fresh home gets every unit; another only the start-needed files it lacks."""
+    """A fresh home gets every unit; a begun one (no config file but toolfunnel.json) every file
+    it lacks; an established one only the register, without which no start is possible."""
     assert [u.file for u in units_to_seed(fresh, present.__contains__)] == expected
 
 
@@ -85,20 +89,40 @@ def test_an_own_register_gets_none_of_our_scripts(tmp_path: Path, seed: Path) ->
     put(home, REGISTER, '{"version": 1, "tools": []}')
     put(home, "tools/scripts/mine.js", "mine")
     seeding = seed_home(home, seed)
-    assert seeding.files == (EXPOSE, MOCK, MANIFEST, "hooks/scripts/deny.py")
+    assert seeding.files == ()  # established: its expose.json and hooks, absent, mean none
     assert not (home / "tools/scripts/echo.py").exists()
     assert (home / REGISTER).read_text() == '{"version": 1, "tools": []}'
 
 
 def test_a_seeded_register_gets_its_scripts_but_overwrites_none(tmp_path: Path, seed: Path) -> None:
-    """The scripts a freshly seeded register names come with it; one already there stays as is."""
+    """The scripts a freshly seeded register names come with it. One already there that is not
+    ours refuses the register (its entry would run the operator's file); one that is ours is fine."""
     home = tmp_path / "home"
     put(home, EXPOSE)
     put(home, MANIFEST)
     put(home, "tools/scripts/echo.py", "the operator's")
     seeding = seed_home(home, seed)
-    assert seeding.files == (REGISTER, "tools/scripts/_io.py")
+    assert seeding.files == () and "tools/scripts/echo.py exists" in seeding.refused[0]
     assert (home / "tools/scripts/echo.py").read_text() == "the operator's"
+    (home / "tools/scripts/echo.py").write_bytes((seed / "tools/scripts/echo.py").read_bytes())
+    assert seed_home(home, seed).files == (REGISTER, "tools/scripts/_io.py")
+
+
+def test_a_unit_that_cannot_be_written_whole_is_not_begun(tmp_path: Path, seed: Path) -> None:
+    """A file where a folder must be, or a link loop: the unit is refused, naming why, and none of
+    it is written (no register naming scripts that are not there); no traceback."""
+    home = tmp_path / "home"
+    put(home, EXPOSE)
+    put(home, MANIFEST)
+    put(home, "tools/scripts", "a file, not a folder")
+    seeding = seed_home(home, seed)
+    assert seeding.files == () and "tools/scripts is not a folder" in seeding.refused[0]
+    assert not (home / REGISTER).exists()
+    looped = tmp_path / "looped"
+    put(looped, EXPOSE)
+    (looped / "tools").symlink_to(looped / "tools")
+    seeding = seed_home(looped, seed)
+    assert seeding.files == () and seeding.refused
 
 
 def test_a_dangling_link_counts_as_present(tmp_path: Path, seed: Path) -> None:

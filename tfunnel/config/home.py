@@ -36,12 +36,22 @@ UNITS: tuple[Unit, ...] = (
 )
 # Its absence means every default, and a home that lacks it is one someone started without it.
 _OPTIONAL = frozenset({"toolfunnel.json"})
+# The one file whose absence refuses a start: an established home that lacks it gets it. (A missing
+# expose.json or hook manifest there means none, as an operator who deleted one meant: seeding
+# the demo upstream back would start a process nobody asked for.)
+_REQUIRED = frozenset({"tools/tools.register.json"})
 
 
 def units_to_seed(fresh: bool, present: Callable[[str], bool]) -> tuple[Unit, ...]:
-    """A fresh (missing or empty) home gets every unit; any other home only the files a start
-    needs that it lacks (`present(file)` is whether anything, even a dangling link, is there)."""
-    return tuple(u for u in UNITS if fresh or (u.file not in _OPTIONAL and not present(u.file)))
+    """Which units a home gets (`present(file)`: whether anything, even a dangling link, is there):
+    a fresh (missing or empty) home every unit; a begun one — holding none of the seed's config
+    files but `toolfunnel.json`, as a packed or hand-started home begins — every file it lacks; an
+    established one only the files a start cannot do without."""
+    if fresh:
+        return UNITS
+    begun = not any(present(u.file) for u in UNITS if u.file not in _OPTIONAL)
+    return tuple(u for u in UNITS if u.file not in _OPTIONAL and not present(u.file)
+                 and (begun or u.file in _REQUIRED))
 
 
 @dataclass(frozen=True)
@@ -110,16 +120,40 @@ def seed_home(home: Path, seed: Path) -> Seeding:
         sources += [(rel, package.joinpath(*parts)) for rel, parts in unit.package.items()]
         if not sources[0][1].is_file():
             continue
+        # Judged whole before anything is written: a unit is seeded with everything it names, or
+        # not at all (a register whose scripts cannot be written, or would be someone else's, is
+        # worse than none: the start then says the register is missing).
+        problem = next((p for rel, src in sources if (p := _unwritable(real, home, rel, src)) is not None),
+                       None)
+        if problem is not None:
+            refused.append(f"not seeding {unit.file}: {problem}")
+            continue
         for rel, src in sources:
-            outside = _leads_outside(real, home / rel)
-            if outside is not None:
-                refused.append(f"not seeding {rel}: {outside} leads outside the config home")
-                if rel == unit.file:
-                    break  # nothing it names either
-                continue
             if _copy_new(src, home / rel):
                 files.append(rel)
     return Seeding(fresh, tuple(files), tuple(refused))
+
+
+def _unwritable(real_home: Path, home: Path, rel: str, src: Path) -> str | None:
+    """Why `rel` cannot be seeded from `src`, or None: a folder on the way is a file, or leads
+    outside the home (or nowhere); a file already there that is not the same as ours (a seeded
+    entry would run it)."""
+    dest = home / rel
+    for parent in reversed(dest.relative_to(home).parents[:-1]):
+        folder = home / parent
+        if os.path.lexists(folder) and not folder.is_dir():
+            return f"{parent.as_posix()} is not a folder"
+    outside = _leads_outside(real_home, dest)
+    if outside is not None:
+        return f"{outside} leads outside the config home"
+    if os.path.lexists(dest):  # (never the unit's own file: that one is missing, or it is not seeded)
+        try:
+            same = dest.is_file() and dest.read_bytes() == src.read_bytes()
+        except OSError:
+            same = False
+        if not same:
+            return f"{rel} exists and is not the bundled file (a seeded entry would run it)"
+    return None
 
 
 def _leads_outside(real_home: Path, dest: Path) -> str | None:
@@ -130,7 +164,7 @@ def _leads_outside(real_home: Path, dest: Path) -> str | None:
         folder = folder.parent
     try:
         inside = folder.resolve().is_relative_to(real_home)
-    except OSError:
+    except (OSError, RuntimeError):  # a link loop resolves nowhere (RuntimeError on 3.11)
         inside = False
     if inside:
         return None

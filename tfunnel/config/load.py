@@ -201,7 +201,7 @@ def _adopt(tool_id: str, invoke: Invoke | None, f: Fields) -> str | None:
     if name is None or invoke is None:
         return None
     if name not in BUILTIN_TOOL_NAMES:
-        f.warning(unserved_warning(tool_id, invoke.target))
+        f.note(unserved_warning(tool_id, invoke.target))
         return None
     f.note(served_note(tool_id, invoke.target))
     return invoke.target

@@ -13,9 +13,10 @@ from collections.abc import Mapping
 from pathlib import PurePosixPath
 from typing import Any
 
+from tfunnel.config.adopt import toolfunnel_management
 from tfunnel.config.expose import TOOL_NAME, load_expose
 from tfunnel.config.load import REGISTER, SCRIPTS_DIR, STATE
-from tfunnel.config.model import BUILTIN_TOOL_NAMES, META_TOOL_NAMES
+from tfunnel.config.model import BUILTIN_TOOL_NAMES, META_TOOL_NAMES, Invoke
 from tfunnel.config.names import owners
 from tfunnel.errors import ConfigError, ToolFailure
 from tfunnel.gate.manifest import MANIFEST
@@ -60,7 +61,7 @@ def tool_update(env: Env, args: Mapping[str, Any]) -> Plan:
     register = current(env.home, REGISTER, EMPTY_REGISTER)
     tool_id = str(args["id"])
     row = _row(register, tool_id)
-    if isinstance(row.get("invoke"), Mapping) and row["invoke"].get("type") == "builtin":
+    if _management(row):
         raise ToolFailure(f"{tool_id!r} is a management tool: its entry is the code's (an operator "
                           "restores a changed one with `tfunnel tool add-management`)")
     old_path = row.get("invoke", {}).get("path") if isinstance(row.get("invoke"), Mapping) else None
@@ -77,6 +78,9 @@ def tool_update(env: Env, args: Mapping[str, Any]) -> Plan:
             row.pop(key, None)
         else:
             row[key] = value
+    if _management(row):  # a patch must not turn a script tool into an in-process management tool
+        raise ToolFailure(f"this patch would make {tool_id!r} ToolFunnel's management entry, which "
+                          "tfunnel serves as its built-in; management tools are not made by patching")
     scripts = _script(row, args)
     for script in scripts:  # its own script only: never another tool's (or a shared helper's)
         others = [r.get("id") for r in _rows(register) if isinstance(r, dict) and r is not row
@@ -182,6 +186,21 @@ def _row(register: dict[str, Any], tool_id: str) -> dict[str, Any]:
             return row
     known = [str(r.get("id")) for r in _rows(register) if isinstance(r, dict)]
     raise ToolFailure(f"no register tool with id {tool_id!r} (known: {', '.join(known) or 'none'})")
+
+
+def _management(row: Mapping[str, Any]) -> bool:
+    """A register row served as a management tool: ours (`invoke.type` builtin), or ToolFunnel's
+    `tf_x` running `tools/scripts/tf-x.js`, which the loader serves as our built-in
+    (`config.adopt`). Either is the code's, never a model's to rewrite."""
+    invoke = row.get("invoke")
+    if not isinstance(invoke, Mapping):
+        return False
+    if invoke.get("type") == "builtin":
+        return True
+    path, tool_id = invoke.get("path"), row.get("id")
+    if invoke.get("type") != "script" or not isinstance(path, str) or not isinstance(tool_id, str):
+        return False
+    return toolfunnel_management(tool_id, Invoke("script", path)) in BUILTIN_TOOL_NAMES
 
 
 def _script(entry: dict[str, Any], args: Mapping[str, Any]) -> tuple[Script, ...]:

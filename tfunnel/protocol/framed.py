@@ -65,6 +65,12 @@ def detect(prefix: bytes) -> Framing | None:
     return Framing.NDJSON if prefix else None
 
 
+# The largest declared length that is skipped (an over-cap body is skipped, not buffered); beyond
+# it a length is no message at all and the reader resynchronises at the next header instead.
+MAX_DECLARED_BYTES = 1 << 30
+_MAX_LENGTH_DIGITS = len(str(MAX_DECLARED_BYTES))
+
+
 def parse_length(name: bytes, value: bytes) -> int | str | None:
     """A header line's declared length: the count, a reason it is unusable, or None when the
     header is another one."""
@@ -73,7 +79,13 @@ def parse_length(name: bytes, value: bytes) -> int | str | None:
     text = value.strip()
     if not text.isdigit():  # ASCII digits only: no sign, no space inside
         return f"Content-Length is not a non-negative integer: {text[:40]!r}"
-    return int(text)
+    if len(text.lstrip(b"0")) > _MAX_LENGTH_DIGITS:  # before int(): thousands of digits raise there
+        return f"Content-Length of {len(text)} digits is beyond any message"
+    length = int(text)
+    if length > MAX_DECLARED_BYTES:
+        # Skipping that many bytes would swallow the rest of the stream: not a message, a resync.
+        return f"Content-Length {length} is beyond any message (at most {MAX_DECLARED_BYTES} is skipped)"
+    return length
 
 
 class ContentLengthReader:
@@ -154,7 +166,10 @@ class ContentLengthReader:
         if isinstance(length, str):
             self._bad(events, length)
         elif isinstance(length, int):
-            self._length = length
+            if self._length is not None and self._length != length:
+                self._bad(events, "two Content-Length headers that disagree")  # which would a proxy use?
+            else:
+                self._length = length
         return True
 
     def _start_body(self, events: list[Event]) -> bool:

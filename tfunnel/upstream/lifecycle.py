@@ -7,8 +7,9 @@ what a state transition records; the supervisor hands each record to its `Contex
 composition root writes it (upstream/ never writes into the home).
 
 What a record never carries: environment or header values, a URL's userinfo or query (where
-credentials hide), an upstream's stderr (it may hold anything). Errors are our own messages (the
-upstream's id, an exit status, a refusal), bounded to `MAX_ERROR_CHARS`.
+credentials hide), an upstream's stderr (it may hold anything). Errors are our messages (the
+upstream's id, an exit status, a refusal), which may quote what the upstream answered (a handshake
+refusal names its error message), bounded to `MAX_ERROR_CHARS`.
 """
 
 from __future__ import annotations
