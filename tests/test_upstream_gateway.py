@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import signal
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -259,3 +260,49 @@ async def test_modern_only_upstream_is_refused_with_a_reason(home: Path) -> None
         await wire.initialize()
         await wait_for_log(wire, "upstream stopped", timeout=20)
         assert "modernOnly" in wire.stderr.decode()
+
+
+STUBBORN = r'''
+import json, signal, sys, time
+def term(*_):
+    open(sys.argv[1], "w").write("terminated")
+    sys.exit(0)
+signal.signal(signal.SIGTERM, term)
+for line in sys.stdin:
+    msg = json.loads(line)
+    if "id" not in msg:
+        continue
+    result = {"protocolVersion": "2025-06-18", "capabilities": {"tools": {}},
+              "serverInfo": {"name": "stubborn", "version": "1"}} if msg["method"] == "initialize" else \
+        {"tools": []} if msg["method"] == "tools/list" else None
+    reply = {"jsonrpc": "2.0", "id": msg["id"]}
+    reply.update({"result": result} if result is not None else
+                 {"error": {"code": -32601, "message": "Method not found"}})
+    print(json.dumps(reply), flush=True)
+while True:  # stdin ended: a server that does not take the hint
+    time.sleep(1)
+'''
+
+
+async def test_an_upstream_that_ignores_stdins_end_is_stopped_within_a_clients_grace(home: Path) -> None:
+    """When the client closes the gateway's stdin it will SIGTERM and SIGKILL it within its own
+    short grace (the SDK: 2 s, then 2 s), and a SIGKILLed gateway leaves its upstreams running. So
+    the gateway stops its upstreams as at a signal: one that ignores the end of its stdin gets
+    SIGTERM at once rather than after the 2 s stdin grace of a normal stop."""
+    (home / "mcp" / "servers").mkdir(parents=True, exist_ok=True)
+    (home / "mcp" / "servers" / "stubborn.py").write_text(STUBBORN)
+    marker = home / "terminated.txt"
+    set_upstreams(home, {"id": "stubborn", "command": sys.executable,
+                         "args": ["mcp/servers/stubborn.py", "terminated.txt"]})
+    async with gateway(home) as wire:
+        await wire.initialize()
+        pid = next(u["pid"] for u in [json.loads(x) for x in wire.stderr.decode().splitlines()
+                                      if x.startswith("{") and '"upstream ready"' in x])
+        started = trio.current_time()
+        await wire.close_stdin()
+        assert await wire.wait_exit() == 0
+        took = trio.current_time() - started
+    assert marker.read_text() == "terminated"  # SIGTERM, not the SIGKILL after its grace
+    assert await wait_gone([pid]) == []
+    # Inside the stdin grace a normal stop gives it (2 s): well before a client's SIGTERM.
+    assert took < 2.0, took

@@ -350,6 +350,10 @@ async def run_stdio(gateway: Gateway) -> int:
                  pid=os.getpid(), tools=len(live.register.tools), upstreams=len(live.expose.upstreams))
         async with stdin, stdout:
             await server.serve(stdin, stdout)
+        # The client closed our stdin: it escalates to SIGTERM and SIGKILL within its own short
+        # grace (the SDK: 2 s, then 2 s), and a SIGKILL would leave our upstreams (in sessions of
+        # their own) running. So they stop as at a signal: stdin closed, SIGTERM, SIGKILL soon after.
+        gateway.supervisor.hurry()
     return signals.exit_code
 
 
