@@ -238,6 +238,7 @@ def test_a_running_gateway_pins_holds_and_never_resets_trust_on_a_deleted_file(t
     (tmp_path / APPROVALS_FILE).write_text("{ broken")
     assert approvals.review("up", listing(), dict).holds == {}
     (tmp_path / APPROVALS_FILE).unlink()
+    assert not approvals.reload()  # the watcher's reread: a file we wrote, deleted, resets nothing
     changed = approvals.review("up", listing("Now different."), dict)
     assert list(changed.holds) == ["tool:t"]  # judged by the book in memory, not afresh
     assert not (tmp_path / APPROVALS_FILE).exists()  # and the operator's missing file is not rewritten

@@ -122,10 +122,12 @@ class Approvals:
             book = change(self._book)
         else:
             if reading.value is None:  # broken on disk: the last good book in force judges
-                self._files.reread(APPROVALS)  # records the error for /health
+                self._files.judge(reading)  # its error, for /health
                 book = change(self._book)
-            else:
+            elif book != reading.value:  # we wrote it: the file in force is ours now (read once more)
                 self._files.reread(APPROVALS)
+            else:
+                self._files.judge(reading)  # unchanged: the one read is enough
         self._stale |= self._adopt(book, judging=upstream)
         for event in outcome[0].events:
             self._report(upstream, listing, event)

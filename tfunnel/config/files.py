@@ -169,8 +169,11 @@ class LiveFiles:
     def reread(self, spec: ConfigFile[T]) -> T | None:
         """The file's new version when it is valid (its error cleared), else None: the last good
         version stays in force and the error (missing, unreadable, malformed) is recorded."""
-        name = spec.name
-        reading = read_config(self.home, spec)
+        return self.judge(read_config(self.home, spec))
+
+    def judge(self, reading: Reading[T]) -> T | None:
+        """`reread` for a reading already made (by a writer that read the file under its lock)."""
+        name = reading.file.name
         if reading.kind == "missing" and reading.value is not None and not self._from_file.get(name):
             return self._accept(reading, reading.value)  # absent before and absent now: nothing changed
         if reading.kind != "valid" or reading.value is None:
@@ -179,7 +182,7 @@ class LiveFiles:
                 problems = (ConfigProblem(name, "is missing (deleted while running); to clear it, "
                                                 "write an empty document such as {}"),)
             self.errors[name] = f"{_text(problems)} (reload refused; the last good version stays in force)"
-            log.error(f"{spec.label} reload refused; the last good version stays in force", file=name,
+            log.error(f"{reading.file.label} reload refused; the last good version stays in force", file=name,
                       kind=reading.kind, error=_text(problems))
             return None
         self._from_file[name] = True
