@@ -262,6 +262,10 @@ def test_register_toolfunnel_style_loads_unchanged(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("text", "entries", "passthrough", "warned"),
     [
+        pytest.param('{"passthrough": "up1", "passthroughAs": "git"}', {}, ("up1", "git"), [],
+                     id="passthrough-as-kept"),
+        pytest.param('{"passthroughAs": "git"}', {}, (None, "git"), [(None, "passthroughAs")],
+                     id="passthrough-as-alone-warned"),
         pytest.param(None, {}, None, [], id="missing"),
         pytest.param("{}", {}, None, [], id="empty-document"),
         pytest.param('{"hash": {"hot": true, "note": "kept"}}', {"hash": Visibility(hot=True)}, None,
@@ -270,13 +274,14 @@ def test_register_toolfunnel_style_loads_unchanged(tmp_path: Path) -> None:
         pytest.param('{"passthrough": null}', {}, None, [], id="passthrough-null"),
     ],
 )
-def test_load_state(tmp_path: Path, text: str | None, entries: dict[str, Visibility], passthrough: str | None,
-                    warned: list[tuple[str, str]]) -> None:
+def test_load_state(tmp_path: Path, text: str | None, entries: dict[str, Visibility],
+                    passthrough: str | tuple[str | None, str] | None, warned: list[tuple[str, str]]) -> None:
     """A valid (or missing) state file loads; an unknown entry field is a warning, not a problem."""
     if text is not None:
         put(tmp_path, STATE_FILE, text)
     state, warnings = load_state(tmp_path)
-    assert state == ToolState(entries=entries, passthrough=passthrough)
+    wrapped, as_name = passthrough if isinstance(passthrough, tuple) else (passthrough, None)
+    assert state == ToolState(entries=entries, passthrough=wrapped, passthrough_as=as_name)
     assert [(w.entry, w.field) for w in warnings] == warned
     assert all(w.severity == "warning" for w in warnings)
 
@@ -290,6 +295,9 @@ def test_load_state(tmp_path: Path, text: str | None, entries: dict[str, Visibil
         pytest.param('{"echo": {"hot": "yes"}, "hash": {"enabled": false}}', ["'echo'"], id="non-bool-hot"),
         pytest.param('{"echo": 5, "hash": {"hidden": true}}', ["'echo'"], id="entry-not-object"),
         pytest.param('{"passthrough": 5}', [None], id="passthrough-number"),
+        pytest.param('{"passthrough": ""}', [None], id="passthrough-empty"),
+        pytest.param('{"passthrough": "a b"}', [None], id="passthrough-not-an-id"),
+        pytest.param('{"passthrough": "a", "passthroughAs": "../x"}', [None], id="passthrough-as-not-an-id"),
     ],
 )
 def test_malformed_state_is_refused(tmp_path: Path, text: str, problem_entries: list[str | None]) -> None:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from tfunnel.config.adopt import served_note, toolfunnel_management, unserved_warning
+from tfunnel.config.expose import UPSTREAM_ID
 from tfunnel.config.files import ConfigFile, load, read_config
 from tfunnel.config.model import (
     BUILTIN_TOOL_NAMES,
@@ -261,13 +262,14 @@ def load_state(home: Path) -> tuple[ToolState, list[ConfigProblem]]:
 
 def _state(home: Path, raw: dict[str, Any], f: Fields) -> ToolState:
     entries: dict[str, Visibility] = {}
-    passthrough: str | None = None
+    reserved: dict[str, str | None] = {"passthrough": None, "passthroughAs": None}
     for key, value in raw.items():
-        if key == "passthrough":
-            if value is not None and (not isinstance(value, str) or not value):
-                f.problem("must be an upstream id (string) or null", None, "passthrough")
+        if key in reserved:
+            if value is not None and (not isinstance(value, str) or not UPSTREAM_ID.fullmatch(value)):
+                f.problem("must be an upstream id (a letter or digit, then letters, digits, '_', '.' "
+                          "and '-') or null", None, key)
             else:
-                passthrough = value
+                reserved[key] = value
             continue
         if not isinstance(value, dict):
             f.problem("must be an object like {\"enabled\": true, \"hot\": false, \"hidden\": false}",
@@ -279,7 +281,11 @@ def _state(home: Path, raw: dict[str, Any], f: Fields) -> ToolState:
             hidden=f.boolean(value, "hidden", repr(key)),
             hot=f.boolean(value, "hot", repr(key)),
         )
-    return ToolState(entries=entries, passthrough=passthrough)
+    if reserved["passthroughAs"] is not None and reserved["passthrough"] is None:
+        f.warning("is set without \"passthrough\": no upstream is wrapped, so it changes nothing", None,
+               "passthroughAs")
+    return ToolState(entries=entries, passthrough=reserved["passthrough"],
+                     passthrough_as=reserved["passthroughAs"])
 
 
 SETTINGS: ConfigFile[Settings] = ConfigFile(SETTINGS_FILE, "toolfunnel.json", _settings,

@@ -19,7 +19,9 @@ META_TOOL_NAMES = (
 BUILTIN_TOOL_NAMES = ("tf_list", "tf_tool_add", "tf_tool_set", "tf_tool_update", "tf_mcp_add", "tf_mcp_set",
                       "tf_mcp_discover", "tf_expose", "tf_hook_add", "tf_hook_set", "tf_log", "tf_pack",
                       "tf_settings", "tf_accept_change")
-RESERVED_STATE_KEYS = frozenset({"passthrough"})
+# `tools.state.json` keys that are not tool names: the wrap (`passthrough`: the wrapped upstream's
+# id) and the id its tools carry in hooks' Claude Code names (`passthroughAs`, `tfunnel wrap --as`).
+RESERVED_STATE_KEYS = frozenset({"passthrough", "passthroughAs"})
 # State keys (and PreToolUse tool names) of the upstreams' prompts and resources.
 PROMPT_PREFIX = "prompt:"
 RESOURCE_PREFIX = "resource:"
@@ -141,4 +143,7 @@ class Visibility:
 @dataclass(frozen=True)
 class ToolState:
     entries: Mapping[str, Visibility] = field(default_factory=dict)
+    # The wrapped upstream's id (`tfunnel wrap ID`), or None: no wrap.
     passthrough: str | None = None
+    # `tfunnel wrap ID --as NAME`: the server id in hooks' `mcp__<id>__<tool>` names (default ID).
+    passthrough_as: str | None = None

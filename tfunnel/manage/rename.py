@@ -35,15 +35,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from tfunnel.config.expose import ExposeEntry, parse_expose
-from tfunnel.config.model import META_TOOL_NAMES
+from tfunnel.config.model import META_TOOL_NAMES, RESERVED_STATE_KEYS
 from tfunnel.gate.gated import ToolCall
 from tfunnel.gate.manifest import EVENTS, compile_matcher
 from tfunnel.surface.upstream_tools import surfaced_name
 
 # The events whose matcher is tried on a tool call's names (gate/engine.py `_fire_for_tool`).
 TOOL_EVENTS = frozenset({"PreToolUse", "PostToolUse"})
-# `tools.state.json` keys that are not tool names.
-RESERVED_STATE_KEYS = frozenset({"passthrough"})
 _METACHARACTERS = frozenset(".^$*+?{}[]\\|()")
 
 
