@@ -54,6 +54,9 @@ class Context:
     jitter: Callable[[], float] = random.random  # in [0, 1); tests pin it
     # Set when the gateway stops by a signal: children are stopped without the usual graces.
     urgent: trio.Event = field(default_factory=trio.Event)
+    # The wrapped upstream's id (`tfunnel wrap`), or None: the isolation guard is suspended for it
+    # alone (SPEC §10), with a warning at each start.
+    wrapped: Callable[[], str | None] = lambda: None
 
 
 @dataclass(frozen=True)

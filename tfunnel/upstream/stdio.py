@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+import structlog
 import trio
 
 from tfunnel.config.expose import UpstreamSpec
@@ -26,6 +27,8 @@ from tfunnel.protocol.framing import LineReader
 from tfunnel.upstream.isolation import isolation_problems
 from tfunnel.upstream.states import Context
 from tfunnel.upstream.transport import MessageStream, Received, SpawnFailed
+
+log = structlog.get_logger("tfunnel.upstream")
 
 _READ_CHUNK = 65536
 # How much of an upstream's stderr we keep for /health and logs (never for clients).
@@ -164,7 +167,10 @@ class StdioTransport:
     async def connect(self) -> AsyncIterator[MessageStream]:
         spec, ctx = self._spec, self._ctx
         problems = isolation_problems(spec, ctx.home)
-        if problems:
+        if problems and ctx.wrapped() == spec.id:
+            log.warning("isolation guard suspended: the upstream is wrapped", upstream=spec.id,
+                        outside="; ".join(problems))
+        elif problems:
             raise SpawnFailed(f"upstream {spec.id!r} refused by the isolation guard: "
                               + "; ".join(problems), permanent=True, final=True)
         # Whatever the child daemonizes beyond its process group is stopped with this incarnation.
