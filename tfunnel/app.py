@@ -31,6 +31,7 @@ from tfunnel.home.files import HomeReading, read_home
 from tfunnel.home.listing import Listed, ListingCache
 from tfunnel.home.live import Live
 from tfunnel.home.reviewed import Reviewed
+from tfunnel.home.wrapped import Faces
 from tfunnel.manage.builtins import Management, served_register
 from tfunnel.manage.plans import Env
 from tfunnel.observe.audit import CONFIG_FILE as LOG_CONFIG_FILE
@@ -101,7 +102,8 @@ def build(home: Path, environ: Mapping[str, str] | None = None, observer: Observ
     supervisor = Supervisor(Context(home, env, settings.limits,
                                     Identity(settings.client_name, settings.client_version),
                                     _keeping_listing(home, live), notices.upstream_notice,
-                                    lambda record: audit.record("mcp", **record)))
+                                    lambda record: audit.record("mcp", **record),
+                                    wrapped=lambda: live.state.passthrough))
     live.on_collision = lambda *collided: audit.record("mcp", **name_collision(*collided))
     # What upstreams list reaches the surface through the tool approvals (pins and holds).
     approvals = Approvals(home, start.value(APPROVALS), live.files, audit,
@@ -132,9 +134,11 @@ def build(home: Path, environ: Mapping[str, str] | None = None, observer: Observ
     surface = Surface(lambda: live.catalog, lambda: gate, runner, supervisor, audit, observer,
                       default_channel=LegacyChannel({}, None, {}), builtins=management)
     reads = Reads(lambda: live.catalog, lambda: gate, supervisor, audit, notices)
+    faces = Faces(live, supervisor, reviewed,
+                  lambda: server_instructions(supervisor, reviewed, live.settings))
     router = Router(lambda: live.settings, surface, gate, audit, reads=reads,
                     tools_changed=live.tools_changed, notices=notices, resources=lambda: live.catalog,
-                    instructions=lambda: server_instructions(supervisor, reviewed, live.settings))
+                    face=faces.face)
     gateway = Gateway(home, live, audit, gate, supervisor, surface, router, approvals, start.get(AUTH),
                       read_as)
     approvals.on_write = lambda: read_as.__setitem__(home / APPROVALS_FILE, signature(home / APPROVALS_FILE))

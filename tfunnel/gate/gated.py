@@ -59,12 +59,16 @@ class ToolCall:
     upstream: str | None = None
     annotations: Mapping[str, Any] = field(default_factory=dict)
     ask_user: AskUser | None = field(default=None, compare=False, repr=False)
+    # Under a wrap: the server id clients know the wrapped upstream by (`tfunnel wrap --as`).
+    server: str | None = None
 
     def claude_code_name(self) -> str:
         """The name Claude Code gives the tool, and so the `tool_name` its hooks check: the id of a
         local tool; `mcp__<upstream>__<tool>` for an upstream tool, as if Claude Code had the
-        upstream attached directly."""
-        return self.tool_id if self.upstream is None else f"mcp__{self.upstream}__{self.tool_id}"
+        upstream attached directly (under a wrap `--as NAME`, `mcp__NAME__<tool>`)."""
+        if self.upstream is None:
+            return self.tool_id
+        return f"mcp__{self.server or self.upstream}__{self.tool_id}"
 
     def names(self) -> tuple[str, ...]:
         """Every name a matcher is tried on: surfaced, id (or upstream tool name), display, Claude Code."""

@@ -25,7 +25,7 @@ from tfunnel.observe.audit import LOG_CONFIG, LogConfig
 from tfunnel.surface.catalog import Catalog
 from tfunnel.surface.changes import Changes
 from tfunnel.surface.upstream_items import Extras
-from tfunnel.surface.upstream_tools import OnCollision, assemble
+from tfunnel.surface.upstream_tools import OnCollision, assemble, assemble_wrapped
 
 ReadyTools = Callable[[], Mapping[str, Sequence[Mapping[str, Any]]]]
 # Every ready upstream's lists by kind (`upstream.listing`: tools, prompts, resources, templates;
@@ -84,12 +84,19 @@ class Live:
         local = Catalog(self.register, self.state)
         lists = self.ready_lists()
         holds = self.holds()
-        upstream = tuple(assemble(self.ready_tools(), self.expose.expose, local.local_names(), holds,
-                                  self.on_collision))
+        wrap = local.wrap
+        if wrap is None:
+            upstream = tuple(assemble(self.ready_tools(), self.expose.expose, local.local_names(), holds,
+                                      self.on_collision))
+        else:  # the wrapped upstream is the whole surface (nothing of it while it is down)
+            lists = {u: kinds for u, kinds in lists.items() if u == wrap.upstream}
+            upstream = tuple(assemble_wrapped(wrap.upstream, self.ready_tools().get(wrap.upstream, ()),
+                                              self.expose.expose, holds))
         extras = Extras.assemble({u: kinds.get("prompts", ()) for u, kinds in lists.items()},
                                  {u: kinds.get("resources", ()) for u, kinds in lists.items()},
                                  {u: kinds.get("templates", ()) for u, kinds in lists.items()},
-                                 [u for u, kinds in lists.items() if "resources" in kinds], holds)
+                                 [u for u, kinds in lists.items() if "resources" in kinds], holds,
+                                 wrapped=wrap is not None)
         old = self.catalog
         state = old.state != self.state  # visibility of every kind may have changed
         changed = [kind for kind, differs in (

@@ -115,8 +115,7 @@ def legacy_view(result: Mapping[str, Any]) -> dict[str, Any]:
 def discover_result(capabilities: Mapping[str, Any], instructions: str | None,
                     supported: tuple[str, ...] = MODERN_VERSIONS) -> dict[str, Any]:
     """The body of a `DiscoverResult` (`complete` adds resultType, cache hints, serverInfo)."""
-    result: dict[str, Any] = {"supportedVersions": list(supported),
-                              "capabilities": {k: dict(v) for k, v in capabilities.items()}}
+    result: dict[str, Any] = {"supportedVersions": list(supported), "capabilities": dict(capabilities)}
     if instructions:
         result["instructions"] = instructions
     return result

@@ -42,8 +42,9 @@ class ClientSession:
 
 
 def initialize(session: ClientSession, params: Mapping[str, Any], server_info: Mapping[str, Any],
-               instructions: str) -> dict[str, Any]:
-    """Record the client's offer on `session` and build the `InitializeResult`."""
+               instructions: str, capabilities_offered: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Record the client's offer on `session` and build the `InitializeResult` (with our own
+    capabilities, or `capabilities_offered`: a wrapped upstream's, already a copy)."""
     capabilities = params.get("capabilities", {})
     client_info = params.get("clientInfo", {})
     if not isinstance(capabilities, dict):
@@ -55,7 +56,8 @@ def initialize(session: ClientSession, params: Mapping[str, Any], server_info: M
     session.client_info = client_info
     result: dict[str, Any] = {
         "protocolVersion": session.protocol_version,
-        "capabilities": {key: dict(value) for key, value in SERVER_CAPABILITIES.items()},
+        "capabilities": dict(capabilities_offered) if capabilities_offered is not None
+        else {key: dict(value) for key, value in SERVER_CAPABILITIES.items()},
         "serverInfo": dict(server_info),
     }
     if instructions:

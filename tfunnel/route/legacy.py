@@ -22,6 +22,7 @@ from tfunnel.route.channel import LegacyChannel, progress_and_meta
 from tfunnel.route.methods import INSTRUCTIONS, Methods
 from tfunnel.route.peer import Peer
 from tfunnel.surface.context import CallContext
+from tfunnel.surface.face import Face, funnel_face
 from tfunnel.surface.notices import LEVELS, Notices, rank
 from tfunnel.surface.reads import Reader
 from tfunnel.surface.upstream_items import Route
@@ -45,11 +46,11 @@ class LegacyAdapter:
     def __init__(self, methods: Methods, settings: Callable[[], Settings], hooks: SessionHooks,
                  audit: AuditLog, notices: Notices | None = None,
                  resources: Callable[[], Resources] | None = None, *,
-                 instructions: Callable[[], str] = lambda: INSTRUCTIONS) -> None:
+                 face: Callable[[], Face] | None = None) -> None:
         self._methods = methods
         self._settings = settings
-        # The server instructions as of now (the base text and the ready upstreams' sections).
-        self._instructions = instructions
+        # Who the server is to a client starting now (tfunnel, or the wrapped upstream).
+        self._face = face or (lambda: funnel_face(settings(), lambda: INSTRUCTIONS))
         self._hooks = hooks
         self._audit = audit
         self._notices = notices or Notices()
@@ -102,13 +103,13 @@ class LegacyAdapter:
         self._audit.record("client", event="end", session=session.id, client=session.label)
 
     async def _initialize(self, session: ClientSession, params: dict[str, Any]) -> dict[str, Any]:
-        settings = self._settings()
-        result = legacy.initialize(
-            session, params, {"name": settings.server_name, "version": settings.server_version},
-            self._instructions())
+        face = self._face()
+        result = legacy.initialize(session, params, face.server_info, face.instructions,
+                                   face.capabilities_copy() if face.wrapped is not None else None)
         context = await self._hooks.session_start(session.id)
         if context:
-            result["instructions"] = f"{result['instructions']}\n\n{context}"
+            shown = result.get("instructions")
+            result["instructions"] = f"{shown}\n\n{context}" if shown else context
         log.info("client session", client=session.label, protocol=session.protocol_version)
         self._audit.record("client", event="connect", session=session.id, client=session.label,
                            protocolVersion=session.protocol_version)

@@ -84,6 +84,8 @@ class Methods:
         entry = self.table.get(method)
         if entry is not None and era in entry[0]:
             return await entry[1](params, site)
+        if entry is None and self._reads.wrapped() is not None:  # the wrapped upstream's own method
+            return site.view(method, await self._reads.forward(method, params, site.reader()))
         raise ProtocolError(METHOD_NOT_FOUND, f"Method not found: {method}")
 
     @staticmethod

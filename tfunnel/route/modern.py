@@ -28,7 +28,6 @@ from tfunnel.protocol.jsonrpc import (
     Request,
 )
 from tfunnel.protocol.results import ToolResult
-from tfunnel.protocol.session import SERVER_CAPABILITIES
 from tfunnel.route.bridge import Resume
 from tfunnel.route.channel import CONFIRM_SCHEMA, ModernChannel, progress_and_meta
 from tfunnel.route.legacy import Resources
@@ -37,6 +36,7 @@ from tfunnel.route.parking import Parking
 from tfunnel.route.peer import Peer
 from tfunnel.surface.changes import Changes
 from tfunnel.surface.context import CallContext
+from tfunnel.surface.face import Face, funnel_face
 from tfunnel.surface.notices import Notices, via
 from tfunnel.surface.reads import Reader
 from tfunnel.surface.upstream_items import Route
@@ -58,13 +58,13 @@ class ModernAdapter:
     def __init__(self, methods: Methods, settings: Callable[[], Settings], tools_changed: Changes, *,
                  sealer: mrtr.Sealer | None = None, parking: Parking | None = None,
                  notices: Notices | None = None, resources: Callable[[], Resources] | None = None,
-                 instructions: Callable[[], str] = lambda: INSTRUCTIONS) -> None:
+                 face: Callable[[], Face] | None = None) -> None:
         self._notices = notices or Notices()
         self._resources = resources
         self._methods = methods
         self._settings = settings
-        # The server instructions as of now (the base text and the ready upstreams' sections).
-        self._instructions = instructions
+        # Who the server is to a client now (tfunnel, or the wrapped upstream).
+        self._face = face or (lambda: funnel_face(settings(), lambda: INSTRUCTIONS))
         self._changes = tools_changed
         self._sealer = sealer or mrtr.Sealer()
         # Upstream calls waiting between a client's rounds; `parking.run` is started by the app.
@@ -74,8 +74,9 @@ class ModernAdapter:
     async def handle(self, request: Request, peer: Peer | None) -> dict[str, Any]:
         env = modern.envelope(request.params)
         method = request.method
+        face = self._face()
         if method == "server/discover":
-            result = modern.discover_result(SERVER_CAPABILITIES, self._instructions())
+            result = modern.discover_result(face.capabilities_copy(), face.instructions or None)
         elif method == "subscriptions/listen":
             result = await self._listen(request, peer)
         else:
@@ -87,9 +88,7 @@ class ModernAdapter:
                     raise
                 # The modern era has no -32002: a resource not found is invalid params.
                 raise ProtocolError(INVALID_PARAMS, exc.message, exc.data) from None
-        settings = self._settings()
-        return modern.complete(result, method, {"name": settings.server_name,
-                                                "version": settings.server_version})
+        return modern.complete(result, method, face.server_info)
 
     # --- subscriptions/listen -----------------------------------------------------------------
 

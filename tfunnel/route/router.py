@@ -22,6 +22,7 @@ from tfunnel.route.modern import ModernAdapter
 from tfunnel.route.parking import Parking
 from tfunnel.route.peer import Peer
 from tfunnel.surface.changes import Changes
+from tfunnel.surface.face import NEEDS, Face, funnel_face
 from tfunnel.surface.notices import Notices
 from tfunnel.surface.reads import Reads
 from tfunnel.surface.service import Surface
@@ -33,24 +34,27 @@ class Router:
                  audit: AuditLog, *, reads: Reads, tools_changed: Changes | None = None,
                  parking: Parking | None = None, notices: Notices | None = None,
                  resources: Callable[[], Resources] | None = None,
-                 instructions: Callable[[], str] = lambda: INSTRUCTIONS) -> None:
+                 face: Callable[[], Face] | None = None) -> None:
         # Nothing here waits for upstreams: starting ones never hold a client up; their tools
-        # appear with list_changed once they are ready. `instructions` is read at each
-        # `initialize` and `server/discover`: the upstreams ready then have their section.
+        # appear with list_changed once they are ready. `face` is read for each request: who the
+        # server is now (tfunnel with the sections of the upstreams ready now, or the wrapped
+        # upstream).
         self._settings = settings
         self._surface = surface
+        self._face = face or (lambda: funnel_face(settings(), lambda: INSTRUCTIONS))
         methods = Methods(surface, reads)
         notices = notices or Notices()
-        self.legacy = LegacyAdapter(methods, settings, hooks, audit, notices, resources,
-                                    instructions=instructions)
+        self.legacy = LegacyAdapter(methods, settings, hooks, audit, notices, resources, face=self._face)
         self.modern = ModernAdapter(methods, settings, tools_changed or Changes(), parking=parking,
-                                    notices=notices, resources=resources, instructions=instructions)
+                                    notices=notices, resources=resources, face=self._face)
 
     async def handle(self, session: ClientSession, request: Request, peer: Peer | None = None, *,
                      era: Era) -> dict[str, Any]:
         """Answer `request` in `era`, which the connection decided (`route.eras.select_era`, the
         one rule). Raises `ProtocolError` for an error answer; anything else it raises is a bug,
         which the connection core answers -32603."""
+        if request.method in NEEDS:
+            self._face().refuse_undeclared(request.method)
         if era is Era.MODERN:
             return await self.modern.handle(request, peer)
         return await self.legacy.handle(session, request, peer)

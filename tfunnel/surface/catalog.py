@@ -47,6 +47,21 @@ def local_input_schema(entry: ToolEntry) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
+class Wrap:
+    """An active wrap (`tfunnel wrap`): `upstream` is the whole surface; `server` is the id its
+    tools carry in hooks' Claude Code names (`mcp__<server>__<tool>`: the upstream's, or `--as`)."""
+
+    upstream: str
+    server: str
+
+    @classmethod
+    def of(cls, state: ToolState) -> Wrap | None:
+        if state.passthrough is None:
+            return None
+        return cls(state.passthrough, state.passthrough_as or state.passthrough)
+
+
+@dataclass(frozen=True)
 class CatalogRow:
     """One tool as `tfunnel tools` shows it."""
 
@@ -61,11 +76,15 @@ class CatalogRow:
 class Catalog:
     def __init__(self, register: Register, state: ToolState, upstream: Sequence[UpstreamTool] = (),
                  extras: Extras | None = None) -> None:
+        """Under a wrap (`state.passthrough`), `upstream` and `extras` are the wrapped upstream's
+        alone, named for the wrap (`upstream_tools.assemble_wrapped`)."""
         self.register = register
         self.state = state
+        self.wrap = Wrap.of(state)
         self.upstream = tuple(upstream)
         self.extras = extras or Extras()
-        self._prompts = {p.surfaced: p for p in self.extras.prompts}
+        self._prompts = {p.called: p for p in self.extras.prompts}
+        self._wired = {tool.wire: tool for tool in self.upstream if tool.wire is not None}
         self._by_id = register.by_id()
         self._by_display: dict[str, ToolEntry] = {}
         for entry in register.tools:
@@ -90,7 +109,8 @@ class Catalog:
     def direct_upstream(self, name: str) -> UpstreamTool | None:
         """An upstream tool on the top level: curated-direct, or promoted hot; enabled either way."""
         tool = self.enabled_upstream(name)
-        if tool is None or (tool.curated is None and not self.visibility(name, "upstream").hot):
+        if tool is None or tool.wire is not None \
+                or (tool.curated is None and not self.visibility(name, "upstream").hot):
             return None
         return tool
 
@@ -112,7 +132,7 @@ class Catalog:
 
     def meta_callable(self, name: str) -> bool:
         """A meta-tool is on the top level (and callable) when it is enabled and hot."""
-        if name not in META_TOOL_NAMES:
+        if name not in META_TOOL_NAMES or self.wrap is not None:  # a wrap hides the meta-tools
             return False
         vis = self.visibility(name, "meta")
         return vis.enabled and vis.hot
@@ -120,13 +140,25 @@ class Catalog:
     def hot_local(self, name: str) -> ToolEntry | None:
         """A local tool promoted to the top level, by its surfaced name (its id)."""
         entry = self._by_id.get(name)
-        if entry is None:
+        if entry is None or self.wrap is not None:
             return None
         vis = self.visibility(entry.id, "local")
         return entry if vis.enabled and vis.hot else None
 
+    def wrapped_tool(self, name: str) -> UpstreamTool | None:
+        """Under a wrap: the enabled tool clients call `name` (its own name), if there is one."""
+        tool = self._wired.get(name)
+        if tool is None or not self.visibility(tool.surfaced, "upstream").enabled:
+            return None
+        return tool
+
     def top_level(self, meta_definitions: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
-        """`tools/list` in funnel mode: hot meta-tools, then hot enabled local tools."""
+        """`tools/list` in funnel mode: hot meta-tools, then hot enabled local tools, then the
+        curated and promoted upstream tools. Under a wrap: the wrapped upstream's enabled tools,
+        as it lists them (no meta-tool, no register tool)."""
+        if self.wrap is not None:
+            return [tool.top_level_definition() for tool in self.upstream
+                    if self.wrapped_tool(tool.wire or "") is tool]
         tools = [dict(meta_definitions[name]) for name in META_TOOL_NAMES if self.meta_callable(name)]
         for entry in self.register.tools:
             if self.hot_local(entry.id) is not None:
@@ -186,7 +218,8 @@ class Catalog:
         return [p for p in self.extras.prompts if self._shown(p.gate_name, "prompt")]
 
     def prompt(self, name: str) -> UpstreamPrompt | str:
-        """The enabled prompt surfaced as `name`, or why there is none."""
+        """The enabled prompt clients get as `name` (surfaced, or its own under a wrap), or why
+        there is none."""
         prompt = self._prompts.get(name)
         if prompt is None:
             return f"no prompt {name!r}"

@@ -139,7 +139,7 @@ class Reads:
             return await self._forward(target.upstream, "resources/read", {"uri": target.original},
                                        reader, call)
         except ProtocolError as exc:
-            if exc.code not in (RESOURCE_NOT_FOUND, INVALID_PARAMS):
+            if exc.code not in (RESOURCE_NOT_FOUND, INVALID_PARAMS) or self._catalog().wrap is not None:
                 raise
             # The upstream's not-found (its `data` is not relayed, and would name the upstream's
             # URI) names the URI the client asked for, as ours does (SEP-2164 `data.uri`).
@@ -173,9 +173,23 @@ class Reads:
         try:
             return await self._forward(upstream, "completion/complete", forwarded, reader, None)
         except ProtocolError as exc:
-            if exc.code == METHOD_NOT_FOUND:  # an upstream without completion: nothing to offer
-                return dict(_EMPTY_COMPLETION)
+            if exc.code == METHOD_NOT_FOUND and self._catalog().wrap is None:
+                return dict(_EMPTY_COMPLETION)  # an upstream without completion: nothing to offer
             raise
+
+    def wrapped(self) -> str | None:
+        """The wrapped upstream's id, under a wrap."""
+        wrap = self._catalog().wrap
+        return wrap.upstream if wrap is not None else None
+
+    async def forward(self, method: str, params: Mapping[str, Any], reader: Reader) -> dict[str, Any]:
+        """Under a wrap: a request tfunnel has no meaning for, sent to the wrapped upstream as
+        it came (the protocol's own `_meta` keys excepted) and answered as the upstream answers."""
+        upstream = self.wrapped()
+        if upstream is None:
+            raise ProtocolError(METHOD_NOT_FOUND, f"Method not found: {method}")
+        forwarded = {k: v for k, v in params.items() if k != "_meta"}
+        return await self._forward(upstream, method, forwarded, reader, None)
 
     # --- the parts -----------------------------------------------------------------------------
 
@@ -228,6 +242,8 @@ class Reads:
             ok = True
             return _own_meta(result)
         except UpstreamRemoteError as exc:
+            if self._catalog().wrap is not None:  # the wrapped upstream's answer is the client's
+                raise ProtocolError(exc.code, exc.remote_message, exc.data) from None
             raise upstream_error(exc.code, f"upstream {upstream!r}: {exc.remote_message}") from None
         except UpstreamError as exc:
             raise ProtocolError(INTERNAL_ERROR, str(exc)) from None

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 import structlog
 
 from tfunnel.config.model import META_TOOL_NAMES, ToolEntry
-from tfunnel.errors import GateDenied, ProtocolError, ToolFailure
+from tfunnel.errors import GateDenied, ProtocolError, ToolFailure, UpstreamRemoteError
 from tfunnel.gate.gated import Gate, NeedsInput, Outcome, ToolCall, gated_run
 from tfunnel.observe.audit import AuditLog
 from tfunnel.observe.observer import UNKNOWN_TOOL, CallTally, NullObserver, Observer
@@ -65,6 +65,9 @@ class Surface:
     def tool_schema(self, name: str) -> Mapping[str, Any] | None:
         """The inputSchema of a top-level tool, as `list_tools` shows it; None if not listed."""
         catalog = self._catalog()
+        if catalog.wrap is not None:
+            wrapped = catalog.wrapped_tool(name)
+            return wrapped.input_schema if wrapped is not None else None
         if catalog.meta_callable(name):
             schema: Mapping[str, Any] = meta.DEFINITIONS[name]["inputSchema"]
             return schema
@@ -80,6 +83,8 @@ class Surface:
         catalog = self._catalog()
         if not isinstance(args, dict):
             raise ProtocolError(INVALID_PARAMS, 'Invalid params: "arguments" must be an object')
+        if catalog.wrap is not None:
+            return await self._call_wrapped(catalog.wrap.upstream, name, args, ctx)
         if catalog.meta_callable(name):
             return await self._guarded(_label(name, args), self._meta(catalog, name, args, ctx))
         try:
@@ -89,6 +94,21 @@ class Surface:
         if target is not None:
             return await self._guarded(name, self._run(target, args, ctx))
         raise ProtocolError(INVALID_PARAMS, f"Unknown tool: {name}")
+
+    async def _call_wrapped(self, upstream: str, name: str, args: dict[str, Any],
+                            ctx: CallContext) -> Outcome:
+        """`tools/call` under a wrap: one of the wrapped upstream's enabled tools, by its own
+        name, through the gate as always. While the upstream is not ready the call waits for it
+        (bounded) and then says why; a name it does not list (or that is disabled) is unknown."""
+        tool = self._catalog().wrapped_tool(name)
+        if tool is None:  # at once when the upstream is ready
+            problem = await self._upstreams.wait_ready(upstream)
+            tool = self._catalog().wrapped_tool(name)
+            if tool is None and problem is not None:
+                return await self._guarded(name, _fail(problem))
+        if tool is None:
+            raise ProtocolError(INVALID_PARAMS, f"Unknown tool: {name}")
+        return await self._guarded(tool.surfaced, self._run_upstream(tool, args, ctx))
 
     async def run_named(self, name: str, args: dict[str, Any], ctx: CallContext) -> ToolResult:
         """Run any meta-tool or enabled tool by name, promoted or not (`tfunnel call`)."""
@@ -220,18 +240,29 @@ class Surface:
             self._audit.record("approval", event="refused", name=tool.surfaced, upstream=tool.upstream,
                                tool=tool.tool, session=ctx.session_id)
             raise ToolFailure(tool.hold)
-        validate_args(tool.surfaced, tool.input_schema, args, trusted=False)
+        # A wrapped tool's arguments are the upstream's to judge: its own error is the answer.
+        validating = tool.wire is None
+        if validating:
+            validate_args(tool.surfaced, tool.input_schema, args, trusted=False)
         channel = self._channel(ctx)
+        wrap = self._catalog().wrap
         call = ToolCall(surfaced=tool.surfaced, tool_id=tool.tool, display=tool.display, args=args,
                         mode="upstream", session_id=ctx.session_id, call_id=ctx.call_id,
-                        upstream=tool.upstream, annotations=tool.annotations, ask_user=channel.ask_user)
+                        upstream=tool.upstream, annotations=tool.annotations, ask_user=channel.ask_user,
+                        server=wrap.server if wrap is not None and tool.wire is not None else None)
 
         async def forward(final_args: Mapping[str, Any]) -> Outcome:
-            wire = await channel.call_upstream(self._upstreams, tool.upstream, tool.tool, final_args)
+            try:
+                wire = await channel.call_upstream(self._upstreams, tool.upstream, tool.tool, final_args)
+            except UpstreamRemoteError as exc:
+                if tool.wire is None:
+                    raise
+                # Under a wrap the upstream's error answer is the client's, as it gave it.
+                raise ProtocolError(exc.code, exc.remote_message, exc.data) from None
             return wire if isinstance(wire, NeedsInput) else ToolResult.from_wire(wire)
 
         async def execute(final_args: Mapping[str, Any]) -> Outcome:
-            if final_args is not args:
+            if final_args is not args and validating:
                 validate_args(tool.surfaced, tool.input_schema, final_args, trusted=False)
             return await self._timed(tool.surfaced, "upstream", ctx, final_args, forward(final_args))
 

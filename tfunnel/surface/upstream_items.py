@@ -38,10 +38,16 @@ class UpstreamPrompt:
     name: str
     definition: Mapping[str, Any]
     hold: str | None = None  # why it is refused while it waits for approval, if it does
+    wire: str | None = None  # under a wrap: the name clients see, its own (`surfaced` names it for the gate)
 
     @property
     def gate_name(self) -> str:
         return PROMPT_PREFIX + self.surfaced
+
+    @property
+    def called(self) -> str:
+        """The name clients list and get it by."""
+        return self.wire if self.wire is not None else self.surfaced
 
     @property
     def title(self) -> str:
@@ -54,7 +60,7 @@ class UpstreamPrompt:
         return text if isinstance(text, str) else ""
 
     def listed(self) -> dict[str, Any]:
-        return {**self.definition, "name": self.surfaced}
+        return {**self.definition, "name": self.called}
 
 
 @dataclass(frozen=True)
@@ -152,8 +158,9 @@ Holds = Mapping[str, Mapping[str, str]]  # upstream -> item key -> the refusal (
 
 
 def assemble_prompts(ready: Mapping[str, Sequence[Mapping[str, Any]]],
-                     holds: Holds | None = None) -> list[UpstreamPrompt]:
-    """Name every prompt of every ready upstream (config order); `holds` marks the held."""
+                     holds: Holds | None = None, *, wrapped: bool = False) -> list[UpstreamPrompt]:
+    """Name every prompt of every ready upstream (config order); `holds` marks the held.
+    `wrapped`: the one upstream's prompts keep their own names on the wire."""
     holds = holds or {}
     used: set[str] = set()
     prompts: list[UpstreamPrompt] = []
@@ -169,7 +176,8 @@ def assemble_prompts(ready: Mapping[str, Sequence[Mapping[str, Any]]],
                 continue
             used.add(surfaced)
             prompts.append(UpstreamPrompt(surfaced, upstream, name, definition,
-                                          holds.get(upstream, {}).get(f"prompt:{name}")))
+                                          holds.get(upstream, {}).get(f"prompt:{name}"),
+                                          name if wrapped else None))
     return prompts
 
 
@@ -211,8 +219,10 @@ class Extras:
     def assemble(cls, prompts: Mapping[str, Sequence[Mapping[str, Any]]],
                  resources: Mapping[str, Sequence[Mapping[str, Any]]],
                  templates: Mapping[str, Sequence[Mapping[str, Any]]],
-                 resource_upstreams: Iterable[str], holds: Holds | None = None) -> Extras:
-        return cls(tuple(assemble_prompts(prompts, holds)), tuple(assemble_resources(resources)),
+                 resource_upstreams: Iterable[str], holds: Holds | None = None, *,
+                 wrapped: bool = False) -> Extras:
+        return cls(tuple(assemble_prompts(prompts, holds, wrapped=wrapped)),
+                   tuple(assemble_resources(resources)),
                    tuple(assemble_resources(templates, TEMPLATES, holds)), tuple(resource_upstreams))
 
 

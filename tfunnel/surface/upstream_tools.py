@@ -30,6 +30,9 @@ class UpstreamTool:
     curated: ExposeEntry | None = None  # its enabled expose entry (curated-direct), if any
     # Why its calls are refused while its descriptor waits for approval (`approvals`), if it does.
     hold: str | None = None
+    # Under a wrap: the name clients see and call it by, its own (`surfaced` still names it for
+    # visibility, hooks and the audit log, the same wrapped or not).
+    wire: str | None = None
 
     @property
     def display(self) -> str:
@@ -59,7 +62,10 @@ class UpstreamTool:
         return dict(annotations) if isinstance(annotations, Mapping) else {}
 
     def top_level_definition(self) -> dict[str, Any]:
-        """The upstream's definition under our name: title, annotations, outputSchema kept."""
+        """The upstream's definition under our name: title, annotations, outputSchema kept.
+        Under a wrap, the definition exactly as the upstream listed it (approved)."""
+        if self.wire is not None:
+            return dict(self.definition)
         return {**self.definition, "name": self.surfaced, "inputSchema": dict(self.input_schema)}
 
     def instructions(self) -> str:
@@ -92,9 +98,21 @@ def assemble(ready: Mapping[str, Sequence[Mapping[str, Any]]], expose: Iterable[
     """Name every tool of every ready upstream (config order); `taken` holds local names;
     `holds` says which are held (their calls are refused); `on_collision` hears each collision
     the first time this process sees it."""
+    return _assemble(ready, expose, set(taken) | set(META_TOOL_NAMES), holds, on_collision, wrapped=False)
+
+
+def assemble_wrapped(upstream: str, definitions: Sequence[Mapping[str, Any]], expose: Iterable[ExposeEntry],
+                     holds: Holds | None = None) -> list[UpstreamTool]:
+    """The wrapped upstream's tools: each under its own name on the wire (`wire`), named as
+    usual for everything else; nothing else is on the surface, so nothing else can take a name."""
+    return _assemble({upstream: definitions}, expose, set(), holds, None, wrapped=True)
+
+
+def _assemble(ready: Mapping[str, Sequence[Mapping[str, Any]]], expose: Iterable[ExposeEntry],
+              used: set[str], holds: Holds | None, on_collision: OnCollision | None, *,
+              wrapped: bool) -> list[UpstreamTool]:
     holds = holds or {}
     curated = {(e.upstream, e.tool): e for e in expose if e.enabled}
-    used = set(taken) | set(META_TOOL_NAMES)
     tools: list[UpstreamTool] = []
     for upstream, definitions in ready.items():
         for definition in definitions:
@@ -112,5 +130,6 @@ def assemble(ready: Mapping[str, Sequence[Mapping[str, Any]]], expose: Iterable[
                 continue
             used.add(surfaced)
             hold = holds.get(upstream, {}).get(f"tool:{name}")
-            tools.append(UpstreamTool(surfaced, upstream, name, definition, entry, hold))
+            tools.append(UpstreamTool(surfaced, upstream, name, definition, entry, hold,
+                                      name if wrapped else None))
     return tools

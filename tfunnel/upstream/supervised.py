@@ -394,13 +394,14 @@ class Upstream:
 
     async def request(self, method: str, params: dict[str, Any], *, log_level: str | None = None,
                       on_progress: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
-        """Forward one of the `FORWARDED` requests and return the upstream's raw result; raise
-        `UpstreamError` when it cannot answer (`UpstreamRemoteError` for its error answer).
+        """Forward one of the `FORWARDED` requests (or, under a wrap, any) and return the
+        upstream's raw result; raise `UpstreamError` when it cannot answer (`UpstreamRemoteError`
+        for its error answer).
         `on_progress` gets a payload call's progress."""
         session = self.session
         if session is None or self.state is not State.READY:
             raise UpstreamUnavailable(self.unavailable() or f"upstream {self.spec.id!r} is not connected")
-        payload = FORWARDED[method]
+        payload = FORWARDED.get(method, True)  # a wrapped upstream's own method: a payload call
         timeout_s = self.spec.timeout_ms / 1000 if payload else self._control_s
         await acquire_eager(self._limiter)
         try:
