@@ -39,6 +39,22 @@ class Faces:
         return Face(dict(connection.server_info), connection.capabilities, lambda: self._instructions(uid),
                     wrapped=uid)
 
+    def waiting(self) -> str | None:
+        """Under a wrap whose upstream has not connected in this process: its id (a client
+        starting now waits for it, `settle`); else None."""
+        wrap = self._live.catalog.wrap
+        if wrap is None:
+            return None
+        upstream = self._supervisor.upstreams.get(wrap.upstream)
+        return wrap.upstream if upstream is None or upstream.connection is None else None
+
+    async def settle(self) -> None:
+        """Wait (bounded by the start window) while the wrapped upstream makes its first
+        connection: a client spawning the gateway asks at once, and must meet the upstream."""
+        upstream = self.waiting()
+        if upstream is not None:
+            await self._supervisor.wait_ready(upstream)
+
     def _instructions(self, upstream: str) -> str:
         shown = self._reviewed.instructions()
         if upstream in shown:

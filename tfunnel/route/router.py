@@ -8,7 +8,7 @@ core turns that (and any unexpected exception) into a response and counts the re
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from tfunnel.config.model import Settings
@@ -34,7 +34,8 @@ class Router:
                  audit: AuditLog, *, reads: Reads, tools_changed: Changes | None = None,
                  parking: Parking | None = None, notices: Notices | None = None,
                  resources: Callable[[], Resources] | None = None,
-                 face: Callable[[], Face] | None = None) -> None:
+                 face: Callable[[], Face] | None = None,
+                 settle: Callable[[], Awaitable[None]] | None = None) -> None:
         # Nothing here waits for upstreams: starting ones never hold a client up; their tools
         # appear with list_changed once they are ready. `face` is read for each request: who the
         # server is now (tfunnel with the sections of the upstreams ready now, or the wrapped
@@ -42,6 +43,8 @@ class Router:
         self._settings = settings
         self._surface = surface
         self._face = face or (lambda: funnel_face(settings(), lambda: INSTRUCTIONS))
+        # Under a wrap, waits while the wrapped upstream makes its first connection (its face).
+        self._settle = settle
         methods = Methods(surface, reads)
         notices = notices or Notices()
         self.legacy = LegacyAdapter(methods, settings, hooks, audit, notices, resources, face=self._face)
@@ -53,6 +56,8 @@ class Router:
         """Answer `request` in `era`, which the connection decided (`route.eras.select_era`, the
         one rule). Raises `ProtocolError` for an error answer; anything else it raises is a bug,
         which the connection core answers -32603."""
+        if self._settle is not None and (era is Era.MODERN or request.method == "initialize"):
+            await self._settle()
         if request.method in NEEDS:
             self._face().refuse_undeclared(request.method)
         if era is Era.MODERN:
