@@ -1,0 +1,116 @@
+"""Wrap mode behind the gate, on the wire, with the mock upstream (a real child process): every
+wrapped call passes PreToolUse under its Claude Code name (`mcp__<id>__<tool>`, or `--as`'s id),
+a deny means the upstream never saw the call, the audit log records it; the wrap is applied and
+lifted live; a wrapped upstream that is down gives an empty list and a clear error, never the
+funnel surface."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from tests.hooks import EXIT2_DENY, set_hooks
+from tests.test_audit import configure, records
+from tests.test_modern_stdio import modern
+from tests.upstreams import mock_upstream, set_upstreams
+from tests.wire import Wire, gateway
+from tfunnel.observe.audit import DEFAULT_PATH
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def wrap_state(home: Path, state: dict[str, Any]) -> None:
+    (home / "tools" / "tools.state.json").write_text(json.dumps(state))
+
+
+def methods(log: Path) -> list[str]:
+    return log.read_text().split() if log.exists() else []
+
+
+async def call(wire: Wire, request_id: int, name: str, args: dict[str, Any],
+               params: dict[str, Any] | None = None) -> dict[str, Any]:
+    return await wire.request(request_id, "tools/call", {"name": name, "arguments": args, **(params or {})})
+
+
+@pytest.mark.parametrize(("state", "matcher", "denied"), [
+    pytest.param({"passthrough": "mock"}, "mcp__mock__echo", True, id="claude-code-name"),
+    pytest.param({"passthrough": "mock"}, "mock_echo", True, id="surfaced-name"),
+    pytest.param({"passthrough": "mock", "passthroughAs": "calc"}, "mcp__calc__echo", True, id="as-name"),
+    pytest.param({"passthrough": "mock", "passthroughAs": "calc"}, "mcp__mock__echo", False,
+                 id="as-replaces-the-id"),
+])
+async def test_a_wrapped_call_passes_the_gate_by_its_names(home: Path, tmp_path: Path, state: dict[str, Any],
+                                                           matcher: str, denied: bool) -> None:
+    log = tmp_path / "methods.log"
+    set_upstreams(home, mock_upstream("mock", "--method-log", str(log)))
+    wrap_state(home, state)
+    set_hooks(home, {"matcher": matcher, "command": EXIT2_DENY})
+    configure(home, {"enabled": True})
+    async with gateway(home) as wire:
+        await wire.initialize()
+        answer = (await call(wire, 1, "echo", {"text": "hi"}))["result"]
+    ran = "tools/call" in methods(log)
+    assert answer.get("isError", False) is denied and ran is not denied
+    if denied:
+        assert "exit-2 says no" in answer["content"][0]["text"]
+    gate = [r for r in records(home / DEFAULT_PATH) if r.get("kind", r.get("type")) == "gate"
+            or "decision" in r]
+    assert gate and gate[-1]["decision"] == ("deny" if denied else "allow")
+    assert gate[-1]["tool"] == "mock_echo"
+
+
+async def test_the_wrap_is_applied_and_lifted_live(home: Path) -> None:
+    """Writing (and removing) `passthrough` changes the surface of a connected client, which is
+    told `tools/list_changed`; initialize then meets the upstream, then tfunnel again."""
+    set_upstreams(home, mock_upstream("mock", "--name", "calc-server"))
+    async with gateway(home) as wire:
+        funnel = (await wire.initialize())["result"]
+        assert funnel["serverInfo"]["name"] == "tfunnel"
+        before = [t["name"] for t in (await wire.request(1, "tools/list"))["result"]["tools"]]
+        assert "toolfunnel_list_tools" in before and "echo" not in before
+        wrap_state(home, {"passthrough": "mock"})
+        with trio.fail_after(20):
+            while True:
+                note = await wire.recv()
+                if note.get("method") == "notifications/tools/list_changed":
+                    break
+        wrapped = [t["name"] for t in (await wire.request(2, "tools/list"))["result"]["tools"]]
+        assert "echo" in wrapped and not [n for n in wrapped if n.startswith("toolfunnel_")]
+        assert (await call(wire, 3, "echo", {"text": "hi"}))["result"]["content"][0]["text"] == "hi"
+        again = (await wire.request(4, "initialize", {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "w", "version": "1"}}))
+        assert again["result"]["serverInfo"]["name"] == "calc-server"
+        discover = (await wire.request(5, "server/discover", modern()))["result"]
+        assert discover["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == "calc-server"
+        assert "toolfunnel" not in discover.get("instructions", "")
+        wrap_state(home, {})
+        with trio.fail_after(20):
+            while True:
+                tools = [t["name"] for t in (await wire.request(6, "tools/list"))["result"]["tools"]]
+                if "toolfunnel_list_tools" in tools:
+                    break
+                await trio.sleep(0.1)
+
+
+async def test_a_wrapped_upstream_that_is_down_gives_an_empty_list_and_clear_errors(home: Path) -> None:
+    """Never the funnel surface: no tool listed, a call says why, and a client starting now is
+    told the upstream has not connected rather than shown tfunnel's identity."""
+    set_upstreams(home, mock_upstream("mock", "--exit-at-start", "3"))
+    wrap_state(home, {"passthrough": "mock"})
+    (home / "toolfunnel.json").write_text(json.dumps({"limits": {"upstreamStartS": 1}}))
+    async with gateway(home) as wire:
+        init = await wire.request("i", "initialize", {
+            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "w", "version": "1"}})
+        assert init["error"]["code"] == -32603 and "'mock' has not connected yet" in init["error"]["message"]
+        assert (await wire.request(1, "tools/list"))["result"]["tools"] == []
+        answer = (await call(wire, 2, "echo", {"text": "hi"}))["result"]
+        assert answer["isError"] is True and "mock" in answer["content"][0]["text"]
+        assert (await call(wire, 3, "toolfunnel_list_tools", {}))["result"]["isError"] is True
+        discover = await wire.request(4, "server/discover", modern())
+        assert discover["error"]["code"] == -32603
+        assert (await wire.request(5, "ping"))["result"] == {}
