@@ -53,6 +53,24 @@ def test_overall_status(started: bool, stopping: bool, states: list[str], config
     assert status == expected
 
 
+@pytest.mark.parametrize(("states", "wrapped", "expected"), [
+    (["ready", "ready"], "u0", "ok"),
+    (["disabled", "ready"], "u0", "degraded"),  # the whole surface is empty: not a user's quiet choice
+    (["ready"], "gone", "degraded"),
+    (["ready", "disabled"], "u0", "ok"),
+])
+def test_a_wrap_is_ok_only_while_its_upstream_is_ready(states: list[str], wrapped: str,
+                                                       expected: Status) -> None:
+    upstreams = [stats(f"u{i}", state) for i, state in enumerate(states)]
+    assert overall_status(started=True, stopping=False, upstreams=upstreams, config_errors=NO_ERRORS,
+                          wrapped=wrapped) == expected
+    document = health_document(status=expected, server_name="t", server_version="0", uptime_s=0,
+                               protocol_versions=[], upstreams=upstreams, config_errors={},
+                               calls=CallCounts(), sessions=0, listen_streams=0, wrap=(wrapped, "calc"))
+    state = states[0] if wrapped == "u0" else "not configured"
+    assert document["wrap"] == {"upstream": wrapped, "as": "calc", "state": state}
+
+
 @pytest.mark.parametrize(("status", "code"), [
     ("ok", 200), ("degraded", 200), ("starting", 503), ("stopping", 503),
 ])
@@ -99,6 +117,7 @@ def test_health_document_field_for_field() -> None:
         "calls": {"total": 7, "errors": 2, "denied": 1},
         "clients": {"sessions": 3, "listenStreams": 1},
         "approvals": {"held": {"time": ["tool:a", "tool:b"]}},
+        "wrap": None,
     }
     assert list(document["upstreams"]) == ["time", "git", "fs"]
     assert json.loads(json.dumps(document)) == document

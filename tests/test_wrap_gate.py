@@ -17,7 +17,7 @@ from tests.hooks import EXIT2_DENY, set_hooks
 from tests.test_audit import configure, records
 from tests.test_modern_stdio import modern
 from tests.upstreams import mock_upstream, set_upstreams
-from tests.wire import Wire, gateway
+from tests.wire import Wire, alive, gateway
 from tfunnel.observe.audit import DEFAULT_PATH
 
 pytestmark = pytest.mark.timeout(60)
@@ -114,3 +114,27 @@ async def test_a_wrapped_upstream_that_is_down_gives_an_empty_list_and_clear_err
         discover = await wire.request(4, "server/discover", modern())
         assert discover["error"]["code"] == -32603
         assert (await wire.request(5, "ping"))["result"] == {}
+
+
+async def test_the_isolation_guard_spares_the_wrapped_upstream_alone(home: Path, tmp_path: Path) -> None:
+    """An upstream whose args reach outside the home is refused; wrapped, it runs (the guard is
+    suspended for it alone, with a warning); unwrapped again, it is refused again."""
+    outside = tmp_path / "outside" / "mock.pid"
+    outside.parent.mkdir()
+    set_upstreams(home, mock_upstream("mock", "--pid-file", str(outside)))
+    async with gateway(home) as wire:
+        await wire.initialize()
+        assert not outside.exists()
+        wrap_state(home, {"passthrough": "mock"})
+        with trio.fail_after(20):
+            while "echo" not in [t["name"] for t in (await wire.request(1, "tools/list"))["result"]["tools"]]:
+                await trio.sleep(0.1)
+        assert outside.exists() and b"isolation guard suspended" in wire.stderr
+        pid = int(outside.read_text())
+        wrap_state(home, {})
+        with trio.fail_after(20):
+            while b"refused by the isolation guard" not in wire.stderr.split(b"guard suspended")[-1]:
+                await trio.sleep(0.1)
+        tools = [t["name"] for t in (await wire.request(2, "tools/list"))["result"]["tools"]]
+        assert "toolfunnel_list_tools" in tools and not [t for t in tools if t.startswith("mock_")]
+    assert not alive(pid)

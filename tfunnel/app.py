@@ -226,6 +226,13 @@ def live_appliers(gateway: Gateway) -> dict[str, Callable[[], object]]:
             audit.apply(config)
         return config
 
+    def reload_state() -> object:
+        before = live.state.passthrough
+        applied = live.reload_state()
+        if live.state.passthrough != before:
+            gateway.supervisor.rewrapped(before, live.state.passthrough)
+        return applied
+
     def reload_approvals() -> object:
         changed = gateway.approvals.reload()
         if changed:  # accepted (or edited) outside: every upstream is reviewed again
@@ -236,7 +243,7 @@ def live_appliers(gateway: Gateway) -> dict[str, Callable[[], object]]:
     return {
         APPROVALS_FILE: reload_approvals,
         REGISTER_FILE: live.reload_register,
-        STATE_FILE: live.reload_state,
+        STATE_FILE: reload_state,
         MANIFEST_FILE: live.reload_hook_manifest,
         HOOK_STATE_FILE: live.reload_hook_state,
         LOG_CONFIG_FILE: reload_log_config,

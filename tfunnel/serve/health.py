@@ -29,17 +29,26 @@ class CallCounts:
 
 
 def overall_status(*, started: bool, stopping: bool, upstreams: Sequence[UpstreamStatistics],
-                   config_errors: Mapping[str, str]) -> Status:
-    """`stopping` wins, then `starting` until serving; `degraded` if an enabled upstream is not ready
-    or a config file is not in force as written (a refused reload, a broken log config); otherwise
-    `ok`. Config warnings (unknown fields) never degrade: the file is in force, and they are listed."""
+                   config_errors: Mapping[str, str], wrapped: str | None = None) -> Status:
+    """`stopping` wins, then `starting` until serving; `degraded` if an enabled upstream is not ready,
+    a config file is not in force as written (a refused reload, a broken log config), or the
+    wrapped upstream is not ready (disabled or not configured either: the whole surface is empty);
+    otherwise `ok`. Config warnings (unknown fields) never degrade: the file is in force, and they
+    are listed."""
     if stopping:
         return "stopping"
     if not started:
         return "starting"
     if config_errors or any(u.state not in _HEALTHY_STATES for u in upstreams):
         return "degraded"
+    if wrapped is not None and wrap_state(wrapped, upstreams) != "ready":
+        return "degraded"
     return "ok"
+
+
+def wrap_state(wrapped: str, upstreams: Sequence[UpstreamStatistics]) -> str:
+    """The wrapped upstream's state, or `not configured`."""
+    return next((u.state for u in upstreams if u.id == wrapped), "not configured")
 
 
 def http_status(status: Status) -> int:
@@ -57,13 +66,15 @@ def health_document(*, status: Status, server_name: str, server_version: str, up
                     protocol_versions: Sequence[str], upstreams: Sequence[UpstreamStatistics],
                     config_errors: Mapping[str, str], calls: CallCounts, sessions: int,
                     listen_streams: int, config_warnings: Sequence[str] = (),
-                    held: Mapping[str, Sequence[str]] | None = None) -> dict[str, Any]:
+                    held: Mapping[str, Sequence[str]] | None = None,
+                    wrap: tuple[str, str] | None = None) -> dict[str, Any]:
     """The JSON body of `/health`, field for field as SPEC §8.2 shows it, plus `config.warnings`.
 
     Upstreams keep the order given; `stopped` lists every upstream the supervisor gave up on, with
     why; config errors (keyed by file) are listed sorted by file; config warnings as given (the
     caller sorts them by file). `approvals.held` names, by upstream, the items the tool approvals
-    hold (their calls are refused until an operator accepts them).
+    hold (their calls are refused until an operator accepts them). `wrap` is the active wrap
+    (the wrapped upstream's id and the id its tools carry in hooks' names), or None.
     """
     return {
         "status": status,
@@ -80,4 +91,6 @@ def health_document(*, status: Status, server_name: str, server_version: str, up
         "calls": {"total": calls.total, "errors": calls.errors, "denied": calls.denied},
         "clients": {"sessions": sessions, "listenStreams": listen_streams},
         "approvals": {"held": {u: sorted(keys) for u, keys in sorted((held or {}).items())}},
+        "wrap": None if wrap is None else {"upstream": wrap[0], "as": wrap[1],
+                                           "state": wrap_state(wrap[0], upstreams)},
     }

@@ -435,8 +435,10 @@ class HttpApp:
 
     async def _health(self, send: Send) -> None:
         statistics = self.supervisor.statistics()
+        wrap = self.live.catalog.wrap
         status = health.overall_status(started=self.live.started.is_set(), stopping=self.stopping.is_set(),
-                                       upstreams=statistics, config_errors=self.live.errors)
+                                       upstreams=statistics, config_errors=self.live.errors,
+                                       wrapped=wrap.upstream if wrap is not None else None)
         document = health.health_document(
             status=status, server_name=self.live.settings.server_name,
             server_version=self.live.settings.server_version,
@@ -445,7 +447,8 @@ class HttpApp:
             calls=health.CallCounts(self.tally.total, self.tally.errors, self.tally.denied),
             sessions=len(self.sessions),
             listen_streams=self.sessions.streams() + self.router.modern.listening,
-            held={upstream: list(keys) for upstream, keys in self.live.holds().items()})
+            held={upstream: list(keys) for upstream, keys in self.live.holds().items()},
+            wrap=(wrap.upstream, wrap.server) if wrap is not None else None)
         await json_response(send, health.http_status(status), document)
 
 

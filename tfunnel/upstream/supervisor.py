@@ -21,6 +21,7 @@ from tfunnel.errors import UpstreamUnavailable
 from tfunnel.upstream import lifecycle
 from tfunnel.upstream.call import CallChannel, UpstreamCall
 from tfunnel.upstream.factory import transport_for
+from tfunnel.upstream.isolation import isolation_problems
 from tfunnel.upstream.listing import Items
 from tfunnel.upstream.states import Context, Identity, State, UpstreamStatistics
 from tfunnel.upstream.supervised import Upstream
@@ -150,6 +151,27 @@ class Supervisor:
         # Calls waiting for it wake up and look again (for its successor, if there is one).
         gone.stopped_reason = f"upstream {upstream_id!r} was changed or removed in mcp/expose.json"
         gone._set(State.STOPPED)
+
+    def rewrapped(self, before: str | None, after: str | None) -> None:
+        """The wrap moved from `before` to `after` (either None: no wrap). The isolation guard
+        spares the wrapped upstream alone, so each of the two whose definition the guard refuses
+        starts again: `after` (refused until now), `before` (spared until now)."""
+        assert self._nursery is not None
+        for upstream_id in dict.fromkeys((before, after)):
+            upstream = self.upstreams.get(upstream_id or "")
+            if upstream is not None and upstream.spec.enabled and isolation_problems(upstream.spec,
+                                                                                     self._ctx.home):
+                self._nursery.start_soon(self._restart, upstream.spec)
+
+    async def _restart(self, spec: UpstreamSpec) -> None:
+        async with self._lock:
+            if self.upstreams.get(spec.id) is None or self.upstreams[spec.id].spec is not spec:
+                return  # changed meanwhile: the reload that changed it started it afresh
+            order = list(self.upstreams)
+            await self._halt(spec.id)
+            await self._start(spec)
+            self.upstreams = {uid: self.upstreams[uid] for uid in order}
+            self._ctx.on_change()
 
     def set_subscriptions(self, upstream_id: str, uris: frozenset[str]) -> None:
         """The URIs (the upstream's own) clients want updates of, from now on and after restarts."""
