@@ -103,6 +103,25 @@ def test_subscriptions_fan_in_per_upstream_and_updates_fan_out_with_each_clients
                                ("up", frozenset())]
 
 
+def test_under_a_wrap_only_the_wrapped_upstreams_notices_reach_clients_as_it_wrote_them() -> None:
+    wrapped: list[str | None] = ["up"]
+    pushed: list[dict[str, Any]] = []
+    hub = Notices(wrapped=lambda: wrapped[0])
+    hub.set_level("s", pushed.append, "debug")
+    hub.subscribe("s", pushed.append, "other", "file:///x", "file:///x")
+    hub.subscribe("s", pushed.append, "up", "file:///y", "file:///y")
+    hub.upstream_notice("up", message("info", "db"))
+    hub.upstream_notice("up", message("info"))
+    hub.upstream_notice("other", message("error", "db"))
+    hub.upstream_notice("other", Notification("notifications/resources/updated", {"uri": "file:///x"}))
+    hub.upstream_notice("up", Notification("notifications/resources/updated", {"uri": "file:///y"}))
+    assert [m["params"] for m in pushed] == [{"level": "info", "logger": "db", "data": "d"},
+                                             {"level": "info", "data": "d"}, {"uri": "file:///y"}]
+    wrapped[0] = None  # unwrapped: every upstream's, tagged with its id
+    hub.upstream_notice("other", message("error", "db"))
+    assert pushed[-1]["params"] == {"level": "error", "logger": "other/db", "data": "d"}
+
+
 class Notes:
     def __init__(self) -> None:
         self.updated: list[str] = []

@@ -6,11 +6,14 @@ eras, over stdio and over Streamable HTTP."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import pytest
 import trio
 from mcp import Client
@@ -19,6 +22,7 @@ from mcp.types import Implementation, ServerCapabilities
 
 from tests.httpgw import http_gateway
 from tests.test_breadth_everything import dumped, snapshot
+from tests.test_breadth_notices import URI, Notes, health
 from tests.test_real_upstreams import (
     EVERYTHING_FIXED,
     EVERYTHING_SERVER,
@@ -139,3 +143,52 @@ async def test_a_disabled_tool_is_hidden_and_refused_and_no_funnel_tool_shows(ho
                 await client.call_tool("toolfunnel_list_tools", {})
             summed = await client.call_tool("get-sum", {"a": 2, "b": 3})
     assert dumped(summed)["content"][0]["text"] == "The sum of 2 and 3 is 5."
+
+
+async def notices(client: Client, notes: Notes, kill: Any = None) -> list[tuple[str, str | None]]:
+    """Log messages (level, logger) and a resource update after a subscription, as one client
+    sees them; `kill` (async) is called between a first and a second round of updates."""
+    await client.set_logging_level("info")
+    await client.subscribe_resource(URI)
+    await notes.until(lambda: any("Subscribe" in str(d) for _, _, d in notes.logs))
+    await client.call_tool("toggle-subscriber-updates", {})
+    await notes.until(lambda: URI in notes.updated)
+    if kill is not None:
+        notes.updated.clear()
+        await kill()
+        # The new incarnation knows the subscription only by replay: it acknowledges it (logged),
+        # and the updates it starts go to our URI.
+        await notes.until(lambda: any("Subscribe" in str(d) for _, _, d in notes.logs))
+        await client.call_tool("toggle-subscriber-updates", {})
+        await notes.until(lambda: URI in notes.updated)
+    return sorted({(level, logger) for level, logger, _ in notes.logs})
+
+
+@pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
+async def test_everything_wrapped_notices_are_its_own_and_survive_a_restart(home: Path) -> None:
+    """Log messages with the server's own logger names, resource updates of a subscription (kept
+    across a kill of the upstream: replayed), and progress, over HTTP to a legacy client."""
+    seen: list[float] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append(progress)
+
+    op_args = {"duration": 0.6, "steps": 3}
+    write_expose(home, [everything_upstream()])
+    wrap(home)
+    notes = Notes()
+    async with http_gateway(home) as gw, httpx2.AsyncClient(timeout=10) as http:
+        async def kill() -> None:
+            first = await health(http, gw.url)
+            os.kill(first["pid"], signal.SIGKILL)
+            with trio.fail_after(30):
+                while (now := await health(http, gw.url))["state"] != "ready" or now["pid"] == first["pid"]:
+                    await trio.sleep(0.1)
+
+        with trio.fail_after(90):
+            async with Client(f"{gw.url}/mcp", mode="legacy", cache=None, message_handler=notes) as client:
+                loggers = await notices(client, notes, kill)
+                done = await client.call_tool("trigger-long-running-operation", op_args,
+                                              progress_callback=on_progress)
+    assert not done.is_error and len(seen) >= 2 and seen == sorted(seen)
+    assert loggers and not [logger for _, logger in loggers if (logger or "").startswith("everything")]

@@ -98,7 +98,7 @@ def build(home: Path, environ: Mapping[str, str] | None = None, observer: Observ
     env = child_environment(home, environ)
     # Log messages and resource updates for the clients that asked; what they ask goes upstream.
     notices = Notices(lambda upstream, uris: supervisor.set_subscriptions(upstream, uris),
-                      lambda level: supervisor.set_log_level(level))
+                      lambda level: supervisor.set_log_level(level), lambda: live.state.passthrough)
     supervisor = Supervisor(Context(home, env, settings.limits,
                                     Identity(settings.client_name, settings.client_version),
                                     _keeping_listing(home, live), notices.upstream_notice,

@@ -50,9 +50,13 @@ class _Listener:
 
 class Notices:
     def __init__(self, subscriptions: Callable[[str, frozenset[str]], None] = lambda u, uris: None,
-                 log_level: Callable[[str | None], None] = lambda level: None) -> None:
+                 log_level: Callable[[str | None], None] = lambda level: None,
+                 wrapped: Callable[[], str | None] = lambda: None) -> None:
+        """`wrapped`: the wrapped upstream's id under a wrap, whose notices alone reach clients,
+        as it wrote them."""
         self._subscriptions = subscriptions
         self._log_level = log_level
+        self._wrapped = wrapped
         self._listeners: dict[object, _Listener] = {}
         self._wanted: dict[str, frozenset[str]] = {}
         self._level: str | None = None
@@ -110,6 +114,9 @@ class Notices:
         """An upstream's `notifications/message` or `notifications/resources/updated`, to the
         listeners that asked for it (anything else, or anything malformed, is dropped)."""
         params = note.params
+        wrapped = self._wrapped()
+        if wrapped is not None and upstream != wrapped:
+            return
         if note.method == "notifications/message":
             level = rank(params.get("level"))
             if level is None:
@@ -117,6 +124,8 @@ class Notices:
             logger = params.get("logger")
             tagged = {"level": params["level"], "logger": f"{upstream}/{logger}" if isinstance(logger, str)
                       and logger else upstream, "data": params.get("data")}
+            if wrapped is not None:  # the upstream is the server: its logger names are its own
+                tagged = {k: v for k, v in params.items() if k != "_meta"}
             message = notification_message("notifications/message", tagged)
             for listener in list(self._listeners.values()):
                 wanted = rank(listener.level)
