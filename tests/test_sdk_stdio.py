@@ -49,7 +49,7 @@ class Notifications:
 @asynccontextmanager
 async def sdk_client(home: Path, notes: Notifications | None = None,
                      env: dict[str, str] | None = None, *, settle: bool = True,
-                     mode: str = "legacy") -> AsyncIterator[Client]:
+                     mode: str = "legacy", **options: Any) -> AsyncIterator[Client]:
     """The SDK's stdio client on a gateway it spawns; with `settle` (the default) the test starts
     once the gateway's upstreams had their start (its stderr says so), as `tests.wire.gateway`."""
     params = StdioServerParameters(command=sys.executable,
@@ -57,7 +57,7 @@ async def sdk_client(home: Path, notes: Notifications | None = None,
     with tempfile.TemporaryFile("w+b") as errlog:
         try:
             async with Client(stdio_client(params, errlog=errlog), mode=mode, cache=None,  # type: ignore[arg-type]
-                              message_handler=notes) as client:
+                              message_handler=notes, **options) as client:
                 if settle:
                     with trio.fail_after(30):
                         while SETTLED not in _read_all(errlog):

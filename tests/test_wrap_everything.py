@@ -17,8 +17,18 @@ import httpx2
 import pytest
 import trio
 from mcp import Client
+from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
-from mcp.types import Implementation, ServerCapabilities
+from mcp.types import (
+    CreateMessageResult,
+    ElicitResult,
+    Implementation,
+    ListRootsResult,
+    Root,
+    ServerCapabilities,
+    TextContent,
+)
+from pydantic import FileUrl
 
 from tests.httpgw import http_gateway
 from tests.test_breadth_everything import dumped, snapshot
@@ -27,6 +37,7 @@ from tests.test_real_upstreams import (
     EVERYTHING_FIXED,
     EVERYTHING_SERVER,
     URL_ELICITATION_ONLY,
+    _decline,
     definition,
     direct,
     everything_upstream,
@@ -105,7 +116,8 @@ async def test_everything_wrapped_over_stdio_is_the_server_itself(home: Path, mo
     write_expose(home, [everything_upstream()])
     wrap(home)
     with trio.fail_after(120):
-        async with sdk_client(home, mode=mode) as client:
+        # Declaring what the direct client declares: a stdio wrap presents the client upstream.
+        async with sdk_client(home, mode=mode, elicitation_callback=_decline) as client:
             got = await surface(client)
     same(got, expected)
 
@@ -192,3 +204,51 @@ async def test_everything_wrapped_notices_are_its_own_and_survive_a_restart(home
                                               progress_callback=on_progress)
     assert not done.is_error and len(seen) >= 2 and seen == sorted(seen)
     assert loggers and not [logger for _, logger in loggers if (logger or "").startswith("everything")]
+
+
+ROOTS = [Root(uri=FileUrl("file:///work/project"), name="project")]
+
+
+async def _sample(context: Any, params: Any) -> CreateMessageResult:
+    return CreateMessageResult(role="assistant", content=TextContent(type="text", text="sampled: yes"),
+                               model="test-model")
+
+
+async def _roots(context: Any) -> ListRootsResult:
+    return ListRootsResult(roots=ROOTS)
+
+
+async def _accept(context: Any, params: Any) -> ElicitResult:
+    return ElicitResult(action="accept", content={"color": "blue"})
+
+
+CLIENT: dict[str, Any] = {"sampling_callback": _sample, "list_roots_callback": _roots,
+                          "elicitation_callback": _accept}
+
+
+async def mirrored(client: Client) -> dict[str, Any]:
+    """What a client that samples, has roots and answers elicitations gets from the server."""
+    tools = [definition(t) for t in (await client.list_tools()).tools]
+    names = [t["name"] for t in tools]
+    sampled = await client.call_tool("trigger-sampling-request", {"prompt": "hi", "maxTokens": 10})
+    roots = await client.call_tool("get-roots-list", {})
+    return {"tools": tools, "sampled": wire(sampled), "roots": wire(roots), "names": names}
+
+
+async def test_a_stdio_wrap_presents_the_client_upstream_as_itself(home: Path) -> None:
+    """Under a stdio wrap the upstream meets the real client (its clientInfo and the
+    capabilities tfunnel carries back to it: sampling, roots, elicitation of both modes): the
+    tools it offers only to such a client are listed, its sampling request reaches the client's
+    sampler during a call, and its roots/list (asked right after its handshake, outside any
+    call) reaches the client's roots."""
+    async with Client(StdioServerParameters(command=str(EVERYTHING_SERVER), args=["stdio"]), mode="legacy",
+                      cache=None, **CLIENT) as upstream:
+        expected = await mirrored(upstream)
+    assert "trigger-sampling-request" in expected["names"] and "project" in json.dumps(expected["roots"])
+    write_expose(home, [everything_upstream()])
+    wrap(home)
+    with trio.fail_after(120):
+        async with sdk_client(home, **CLIENT) as client:
+            got = await mirrored(client)
+    assert got["names"] == expected["names"]
+    assert got == expected

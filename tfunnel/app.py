@@ -77,6 +77,7 @@ class Gateway:
     surface: Surface
     router: Router
     approvals: Approvals
+    faces: Faces
     # `auth/auth.config.json` as the start read it (read at start only; only `serve --http` uses it).
     auth: Reading[AuthConfig] | None = None
     # The live files' signatures from just before the start read them: the watcher begins from
@@ -138,8 +139,8 @@ def build(home: Path, environ: Mapping[str, str] | None = None, observer: Observ
                   lambda: server_instructions(supervisor, reviewed, live.settings))
     router = Router(lambda: live.settings, surface, gate, audit, reads=reads,
                     tools_changed=live.tools_changed, notices=notices, resources=lambda: live.catalog,
-                    face=faces.face, settle=faces.settle)
-    gateway = Gateway(home, live, audit, gate, supervisor, surface, router, approvals, start.get(AUTH),
+                    face=faces.face, settle=faces.settle, meet=faces.meet)
+    gateway = Gateway(home, live, audit, gate, supervisor, surface, router, approvals, faces, start.get(AUTH),
                       read_as)
     approvals.on_write = lambda: read_as.__setitem__(home / APPROVALS_FILE, signature(home / APPROVALS_FILE))
     appliers.update(live_appliers(gateway))
@@ -350,6 +351,7 @@ async def run_stdio(gateway: Gateway) -> int:
     os.dup2(2, 1)
     live = gateway.live
     limits = live.settings.limits
+    gateway.faces.mirroring = True  # one client: under a wrap, presented upstream as itself
     server = StdioServer(gateway.router, live.tools_changed,
                          max_message_bytes=limits.max_message_bytes, grace_s=limits.shutdown_grace_s,
                          serve_legacy=lambda: live.settings.serve_legacy)

@@ -7,12 +7,18 @@ its instructions are the approved ones (`home.reviewed`), the last shown while i
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from tfunnel.home.live import Live
 from tfunnel.home.reviewed import Reviewed
 from tfunnel.surface.face import Face, funnel_face, unknown_identity
-from tfunnel.upstream.supervisor import Supervisor
+from tfunnel.upstream.handshake import Connection
+from tfunnel.upstream.session import ServerRequests
+from tfunnel.upstream.supervisor import Identity, Mirror, Supervisor, Upstream
+
+# What a mirrored client's capabilities may declare upstream: what tfunnel carries back to it.
+MIRRORED_CAPABILITIES = ("elicitation", "sampling", "roots")
 
 
 class Faces:
@@ -24,6 +30,11 @@ class Faces:
         self._funnel_instructions = funnel_instructions
         # The approved instructions each wrapped upstream last showed (for while it is down).
         self._shown: dict[str, str] = {}
+        # Each wrapped upstream's last handshake (it survives a failed one), while the same
+        # upstream (definition) is configured.
+        self._known: dict[str, tuple[Upstream, Connection]] = {}
+        # Set by the stdio transport: its one client is presented upstream as itself.
+        self.mirroring = False
 
     def face(self) -> Face:
         """Who the server is now; raises `ProtocolError` under a wrap whose upstream has not
@@ -31,13 +42,26 @@ class Faces:
         wrap = self._live.catalog.wrap
         if wrap is None:
             return funnel_face(self._live.settings, self._funnel_instructions)
-        upstream = self._supervisor.upstreams.get(wrap.upstream)
-        connection = upstream.connection if upstream is not None else None
-        if connection is None:
-            raise unknown_identity(wrap.upstream)
         uid = wrap.upstream
+        connection = self._connection(uid)
+        if connection is None:
+            raise unknown_identity(uid)
         return Face(dict(connection.server_info), connection.capabilities, lambda: self._instructions(uid),
                     wrapped=uid)
+
+    def _connection(self, uid: str) -> Connection | None:
+        """The last handshake of the configured upstream `uid` (None: it never connected)."""
+        upstream = self._supervisor.upstreams.get(uid)
+        if upstream is None:
+            return None
+        if upstream.connection is not None:
+            self._known[uid] = (upstream, upstream.connection)
+            return upstream.connection
+        known = self._known.get(uid)
+        # A restart for a mirrored client keeps the definition: the same server, the same face.
+        if known is not None and known[0].spec.definition() == upstream.spec.definition():
+            return known[1]
+        return None
 
     def waiting(self) -> str | None:
         """Under a wrap whose upstream has not connected in this process: its id (a client
@@ -45,8 +69,21 @@ class Faces:
         wrap = self._live.catalog.wrap
         if wrap is None:
             return None
-        upstream = self._supervisor.upstreams.get(wrap.upstream)
-        return wrap.upstream if upstream is None or upstream.connection is None else None
+        return wrap.upstream if self._connection(wrap.upstream) is None else None
+
+    async def meet(self, client_info: Mapping[str, Any], capabilities: Mapping[str, Any],
+                   requests: ServerRequests | None) -> None:
+        """A client initialized. Under a stdio wrap it is presented upstream as itself (its
+        clientInfo and the capabilities tfunnel carries back to it; `requests` answers the
+        upstream's questions no call owns), the upstream connecting again if it knew another."""
+        wrap = self._live.catalog.wrap
+        if wrap is None or not self.mirroring:
+            return
+        name, version = client_info.get("name"), client_info.get("version")
+        declared = {k: v for k, v in capabilities.items() if k in MIRRORED_CAPABILITIES}
+        identity = Identity(name if isinstance(name, str) and name else self._live.settings.client_name,
+                            version if isinstance(version, str) and version else "0.0.0", declared)
+        await self._supervisor.mirror(wrap.upstream, Mirror(identity, requests))
 
     async def settle(self) -> None:
         """Wait (bounded by the start window) while the wrapped upstream makes its first

@@ -44,7 +44,7 @@ class LegacyChannel:
         self._requests: ServerRequests | None = None
         self.ask_user: AskUser | None = None
         if peer is not None and peer.can_request:
-            self._requests = _server_requests(capabilities, peer)
+            self._requests = server_requests(capabilities, peer)
             if isinstance(elicitation, dict):
                 self._capabilities = {"elicitation": elicitation}
                 self.ask_user = _asker(peer)
@@ -96,7 +96,7 @@ def progress_and_meta(params: Mapping[str, Any], peer: Peer | None,
     return progress, forward or None
 
 
-def _server_requests(capabilities: Mapping[str, Any], peer: Peer) -> ServerRequests:
+def server_requests(capabilities: Mapping[str, Any], peer: Peer) -> ServerRequests:
     """An upstream's questions to a legacy client: real requests to it for what it declared; the
     declined defaults for the rest."""
     async def forward(method: str, params: dict[str, Any]) -> dict[str, Any]:

@@ -3,7 +3,7 @@ the legacy call context; every other method is the method table's."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
 import structlog
@@ -18,9 +18,9 @@ from tfunnel.protocol.eras import Era
 from tfunnel.protocol.jsonrpc import INVALID_PARAMS, POLICY_DENIED, RESOURCE_NOT_FOUND, Notification, Request
 from tfunnel.protocol.results import ToolResult
 from tfunnel.protocol.session import ClientSession
-from tfunnel.route.channel import LegacyChannel, progress_and_meta
+from tfunnel.route.channel import LegacyChannel, progress_and_meta, server_requests
 from tfunnel.route.methods import INSTRUCTIONS, Methods
-from tfunnel.route.peer import Peer
+from tfunnel.route.peer import Peer, ServerRequests
 from tfunnel.surface.context import CallContext
 from tfunnel.surface.face import Face, funnel_face
 from tfunnel.surface.notices import LEVELS, Notices, rank
@@ -28,6 +28,10 @@ from tfunnel.surface.reads import Reader
 from tfunnel.surface.upstream_items import Route
 
 log = structlog.get_logger("tfunnel.router")
+
+
+# A client initialized: its clientInfo, its capabilities, who answers the upstream's questions to it.
+Meet = Callable[[Mapping[str, Any], Mapping[str, Any], ServerRequests | None], Awaitable[None]]
 
 
 class SessionHooks(Protocol):
@@ -46,11 +50,13 @@ class LegacyAdapter:
     def __init__(self, methods: Methods, settings: Callable[[], Settings], hooks: SessionHooks,
                  audit: AuditLog, notices: Notices | None = None,
                  resources: Callable[[], Resources] | None = None, *,
-                 face: Callable[[], Face] | None = None) -> None:
+                 face: Callable[[], Face] | None = None, meet: Meet | None = None) -> None:
         self._methods = methods
         self._settings = settings
         # Who the server is to a client starting now (tfunnel, or the wrapped upstream).
         self._face = face or (lambda: funnel_face(settings(), lambda: INSTRUCTIONS))
+        # Told of each client's initialize before it is answered (a stdio wrap mirrors it upstream).
+        self._meet = meet
         self._hooks = hooks
         self._audit = audit
         self._notices = notices or Notices()
@@ -59,13 +65,19 @@ class LegacyAdapter:
     async def handle(self, session: ClientSession, request: Request, peer: Peer | None) -> dict[str, Any]:
         method = request.method
         if method == "initialize":
-            return await self._initialize(session, request.params)
+            return await self._initialize(session, request.params, peer)
         if method == "logging/setLevel":
             return self._set_level(session, request.params)
         if method in ("resources/subscribe", "resources/unsubscribe"):
             return self._subscription(session, method, request.params)
         return await self._methods.handle(Era.LEGACY, method, request.params,
                                           _LegacySite(session, request, peer))
+
+    async def _met(self, session: ClientSession, peer: Peer | None) -> None:
+        if self._meet is not None:
+            requests = server_requests(session.capabilities, peer) if peer is not None and peer.can_request \
+                else None
+            await self._meet(session.client_info, session.capabilities, requests)
 
     def _set_level(self, session: ClientSession, params: dict[str, Any]) -> dict[str, Any]:
         level = params.get("level")
@@ -102,10 +114,12 @@ class LegacyAdapter:
         await self._hooks.session_end(session.id)
         self._audit.record("client", event="end", session=session.id, client=session.label)
 
-    async def _initialize(self, session: ClientSession, params: dict[str, Any]) -> dict[str, Any]:
+    async def _initialize(self, session: ClientSession, params: dict[str, Any],
+                          peer: Peer | None) -> dict[str, Any]:
         face = self._face()
         result = legacy.initialize(session, params, face.server_info, face.instructions,
                                    face.capabilities_copy() if face.wrapped is not None else None)
+        await self._met(session, peer)
         context = await self._hooks.session_start(session.id)
         if context:
             shown = result.get("instructions")

@@ -16,7 +16,7 @@ from tfunnel.observe.audit import AuditLog
 from tfunnel.protocol.eras import Era
 from tfunnel.protocol.jsonrpc import Notification, Request
 from tfunnel.protocol.session import ClientSession
-from tfunnel.route.legacy import LegacyAdapter, Resources, SessionHooks
+from tfunnel.route.legacy import LegacyAdapter, Meet, Resources, SessionHooks
 from tfunnel.route.methods import INSTRUCTIONS, Methods
 from tfunnel.route.modern import ModernAdapter
 from tfunnel.route.parking import Parking
@@ -35,7 +35,7 @@ class Router:
                  parking: Parking | None = None, notices: Notices | None = None,
                  resources: Callable[[], Resources] | None = None,
                  face: Callable[[], Face] | None = None,
-                 settle: Callable[[], Awaitable[None]] | None = None) -> None:
+                 settle: Callable[[], Awaitable[None]] | None = None, meet: Meet | None = None) -> None:
         # Nothing here waits for upstreams: starting ones never hold a client up; their tools
         # appear with list_changed once they are ready. `face` is read for each request: who the
         # server is now (tfunnel with the sections of the upstreams ready now, or the wrapped
@@ -47,7 +47,8 @@ class Router:
         self._settle = settle
         methods = Methods(surface, reads)
         notices = notices or Notices()
-        self.legacy = LegacyAdapter(methods, settings, hooks, audit, notices, resources, face=self._face)
+        self.legacy = LegacyAdapter(methods, settings, hooks, audit, notices, resources, face=self._face,
+                                    meet=meet)
         self.modern = ModernAdapter(methods, settings, tools_changed or Changes(), parking=parking,
                                     notices=notices, resources=resources, face=self._face)
 

@@ -10,6 +10,8 @@ contract: `feed` never raises on what the upstream sends; bad input becomes an e
 
 from __future__ import annotations
 
+import copy
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -90,10 +92,13 @@ def decode_line(line: bytes) -> Response | Request | Notification | Garbage | Br
 LEGACY_CLIENT_CAPABILITIES: dict[str, Any] = {"elicitation": {}}
 
 
-def initialize_params(client_name: str, client_version: str) -> dict[str, Any]:
-    """What we offer in the legacy handshake: the newest legacy version, elicitation."""
+def initialize_params(client_name: str, client_version: str,
+                      capabilities: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """What we offer in the legacy handshake: the newest legacy version, elicitation (or, for a
+    client a stdio wrap mirrors, that client's own `capabilities`)."""
+    offered = LEGACY_CLIENT_CAPABILITIES if capabilities is None else capabilities
     return {"protocolVersion": LATEST_LEGACY,
-            "capabilities": {k: dict(v) for k, v in LEGACY_CLIENT_CAPABILITIES.items()},
+            "capabilities": copy.deepcopy(dict(offered)),
             "clientInfo": {"name": client_name, "version": client_version}}
 
 

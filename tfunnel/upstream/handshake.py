@@ -58,11 +58,12 @@ class Connection:
 
 
 async def connect(session: UpstreamSession, spec: UpstreamSpec, client_info: Mapping[str, Any],
-                  remembered: Connection | None) -> Connection:
-    """Negotiate the era (or reuse the `remembered` one) and complete that era's handshake."""
+                  remembered: Connection | None, capabilities: Mapping[str, Any] | None = None) -> Connection:
+    """Negotiate the era (or reuse the `remembered` one) and complete that era's handshake.
+    `capabilities`: what a legacy handshake declares (None: ours)."""
     control = spec.request_timeout_ms / 1000
     if spec.legacy_pin or (remembered is not None and remembered.era is Era.LEGACY):
-        return await initialize(session, spec.id, client_info, control)
+        return await initialize(session, spec.id, client_info, control, capabilities)
     if remembered is not None:
         # The era is known: server/discover is the modern handshake now, not a probe.
         return await modern(session, spec, client_info, control, "it negotiated the modern era before",
@@ -73,7 +74,7 @@ async def connect(session: UpstreamSession, spec: UpstreamSpec, client_info: Map
     if connection is not None:
         return connection
     try:
-        return await initialize(session, spec.id, client_info, control)
+        return await initialize(session, spec.id, client_info, control, capabilities)
     except UpstreamRemoteError as exc:
         if exc.code not in MODERN_ERRORS:
             raise
@@ -146,9 +147,10 @@ def _connected(session: UpstreamSession, decision: era.Modern, client_info: Mapp
 
 
 async def initialize(session: UpstreamSession, upstream_id: str, client_info: Mapping[str, Any],
-                     timeout_s: float) -> Connection:
+                     timeout_s: float, capabilities: Mapping[str, Any] | None = None) -> Connection:
     """The legacy handshake: offer the newest legacy version, accept any legacy answer."""
-    params = initialize_params(str(client_info.get("name", "")), str(client_info.get("version", "")))
+    params = initialize_params(str(client_info.get("name", "")), str(client_info.get("version", "")),
+                               capabilities)
     result = await session.request("initialize", params, timeout_s=timeout_s)
     version = result.get("protocolVersion")
     if version not in LEGACY_VERSIONS:

@@ -65,6 +65,8 @@ _REPORTED_AT = frozenset(10 ** k for k in range(16))
 
 Progress = Callable[[dict[str, Any]], None]
 ServerRequests = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
+# How long an upstream's request that no call owns may wait for the fallback's answer.
+FALLBACK_WINDOW_S = 60.0
 """Answers a server→client request (method, params) with its result; raise `ProtocolError` to
 answer with that error instead."""
 
@@ -105,8 +107,12 @@ class _Pending:
 
 class UpstreamSession:
     def __init__(self, upstream_id: str, stream: Messages, *,
-                 on_notification: Callable[[Notification], None]) -> None:
+                 on_notification: Callable[[Notification], None],
+                 fallback: ServerRequests | None = None) -> None:
+        """`fallback` answers the upstream's requests that no call in flight answers (a stdio
+        wrap's client); without one they get the declined defaults."""
         self.upstream_id = upstream_id
+        self._fallback = fallback
         self._stream = stream
         self._core = ClientCore()
         self._on_notification = on_notification
@@ -284,6 +290,10 @@ class UpstreamSession:
             owner.handlers.add(scope)  # now, so a call ending before the task starts still cancels it
             self._tasks.start_soon(self._answer_for_caller, request, owner, owner.on_request, scope)
             return
+        if owner is None and self._fallback is not None and request.method in BRIDGED_REQUESTS \
+                and self._tasks is not None:
+            self._tasks.start_soon(self._answer_by_fallback, request, self._fallback)
+            return
         if request.method == "ping":
             answer = encode_response(request.id, {})
         elif request.method in DECLINED:
@@ -326,6 +336,24 @@ class UpstreamSession:
         if answer is None:  # the call that owned the handler ended first
             answer = encode_error(request.id, jsonrpc.INTERNAL_ERROR,
                                   f"{request.method} abandoned: the call it belonged to has ended")
+        with contextlib.suppress(UpstreamError):
+            await self._write(answer)
+
+    async def _answer_by_fallback(self, request: Request, handler: ServerRequests) -> None:
+        """A request no call owns, answered by the fallback (bounded: a client that never answers
+        must not hold the upstream's question forever)."""
+        answer = encode_error(request.id, jsonrpc.INTERNAL_ERROR, f"{request.method}: no answer in time")
+        with trio.move_on_after(FALLBACK_WINDOW_S):
+            try:
+                result = await handler(request.method, request.params)
+            except ProtocolError as exc:
+                answer = jsonrpc.encode(jsonrpc.error_message(request.id, exc.code, exc.message, exc.data))
+            except Exception:
+                log.exception("answering an upstream request failed", upstream=self.upstream_id,
+                              method=request.method)
+                answer = encode_error(request.id, jsonrpc.INTERNAL_ERROR, "Internal error")
+            else:
+                answer = encode_response(request.id, result)
         with contextlib.suppress(UpstreamError):
             await self._write(answer)
 

@@ -9,12 +9,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 
 from tfunnel.config.model import Limits
 from tfunnel.protocol.jsonrpc import Notification
+
+if TYPE_CHECKING:
+    from tfunnel.upstream.session import ServerRequests
 
 
 class State(enum.Enum):
@@ -31,10 +34,24 @@ COMING = frozenset({State.STARTING, State.BACKOFF})
 
 @dataclass(frozen=True)
 class Identity:
-    """Who we are when talking to upstreams."""
+    """Who we are when talking to upstreams. `capabilities` (None: ours, elicitation) are what a
+    legacy handshake declares: a client's own, when a stdio wrap mirrors it."""
 
     name: str
     version: str
+    capabilities: Mapping[str, Any] | None = None
+
+    def client_info(self) -> dict[str, Any]:
+        return {"name": self.name, "version": self.version}
+
+
+@dataclass(frozen=True)
+class Mirror:
+    """The client a stdio wrap presents upstream as itself: its identity, and who answers the
+    upstream's requests that no call in flight answers (`roots/list` after a handshake, say)."""
+
+    identity: Identity
+    requests: ServerRequests | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)

@@ -40,7 +40,7 @@ from tfunnel.upstream.listing import (
     list_all,
 )
 from tfunnel.upstream.session import UpstreamSession
-from tfunnel.upstream.states import COMING, Context, State, UpstreamStatistics, now_iso
+from tfunnel.upstream.states import COMING, Context, Identity, Mirror, State, UpstreamStatistics, now_iso
 from tfunnel.upstream.transport import MessageStream, SpawnFailed, TransportFactory
 
 log = structlog.get_logger("tfunnel.upstream")
@@ -95,6 +95,10 @@ class Upstream:
         self._synced_level: str | None = None
         self._listening: dict[str, Any] = {}  # a modern upstream's open listen: its notifications
         self._listen_scope: trio.CancelScope | None = None
+        # A stdio wrap's client, presented as us (None: the gateway's own identity); and the
+        # identity the current (or last) handshake presented.
+        self.mirror: Mirror | None = None
+        self.presented: Identity | None = None
 
     @property
     def tools(self) -> Items:
@@ -231,7 +235,8 @@ class Upstream:
         spec = self.spec
         incarnation: list[trio.Nursery] = []  # the incarnation's nursery, once it exists
         session = UpstreamSession(spec.id, stream,
-                                  on_notification=lambda note: self._notification(note, incarnation))
+                                  on_notification=lambda note: self._notification(note, incarnation),
+                                  fallback=self.mirror.requests if self.mirror is not None else None)
         failure: UpstreamError | None = None
         async with trio.open_nursery() as nursery:
             incarnation.append(nursery)
@@ -274,9 +279,10 @@ class Upstream:
         ended.set()
 
     async def _handshake(self, session: UpstreamSession, nursery: trio.Nursery) -> None:
-        identity = self._ctx.identity
-        connection = await handshake.connect(
-            session, self.spec, {"name": identity.name, "version": identity.version}, self.connection)
+        identity = self.mirror.identity if self.mirror is not None else self._ctx.identity
+        self.presented = identity
+        connection = await handshake.connect(session, self.spec, identity.client_info(), self.connection,
+                                             identity.capabilities)
         self._nursery = nursery
         self._synced_uris, self._synced_level = frozenset(), None
         self._listening, self._listen_scope = {}, None

@@ -23,11 +23,11 @@ from tfunnel.upstream.call import CallChannel, UpstreamCall
 from tfunnel.upstream.factory import transport_for
 from tfunnel.upstream.isolation import isolation_problems
 from tfunnel.upstream.listing import Items
-from tfunnel.upstream.states import Context, Identity, State, UpstreamStatistics
+from tfunnel.upstream.states import Context, Identity, Mirror, State, UpstreamStatistics
 from tfunnel.upstream.supervised import Upstream
 from tfunnel.upstream.transport import TransportFactory
 
-__all__ = ["Context", "Identity", "State", "Supervisor", "Upstream", "UpstreamStatistics"]
+__all__ = ["Context", "Identity", "Mirror", "State", "Supervisor", "Upstream", "UpstreamStatistics"]
 
 log = structlog.get_logger("tfunnel.upstream")
 
@@ -52,6 +52,8 @@ class Supervisor:
         # What clients asked of each upstream (`surface.notices`), for the upstreams of later configs too.
         self._wanted: dict[str, frozenset[str]] = {}
         self._log_level: str | None = None
+        # The client each upstream presents as us (a stdio wrap's), for its later incarnations too.
+        self._mirrors: dict[str, Mirror] = {}
 
     async def run(self, config: ExposeConfig, *,
                   task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -121,6 +123,7 @@ class Supervisor:
         upstream = Upstream(spec, self._ctx, self._transports)
         self.upstreams[spec.id] = upstream
         upstream.wanted_uris = self._wanted.get(spec.id, frozenset())
+        upstream.mirror = self._mirrors.get(spec.id)
         upstream.log_level = self._log_level
         if not spec.enabled:
             return
@@ -152,11 +155,33 @@ class Supervisor:
         gone.stopped_reason = f"upstream {upstream_id!r} was changed or removed in mcp/expose.json"
         gone._set(State.STOPPED)
 
+    async def mirror(self, upstream_id: str, mirror: Mirror | None) -> None:
+        """Present `mirror` to `upstream_id` from now on, in every handshake (None: our own
+        identity). An upstream whose handshake presented another identity connects again; this
+        waits (bounded by the start window) until it is ready."""
+        if mirror is None:
+            self._mirrors.pop(upstream_id, None)
+        else:
+            self._mirrors[upstream_id] = mirror
+        upstream = self.upstreams.get(upstream_id)
+        if upstream is None or not upstream.spec.enabled:
+            return
+        upstream.mirror = mirror
+        wanted = mirror.identity if mirror is not None else self._ctx.identity
+        if upstream.presented is not None and upstream.presented != wanted:
+            log.info("upstream connects again as the wrap's client", upstream=upstream_id,
+                     client=wanted.name)
+            await self._restart(upstream.spec)
+        await self.wait_ready(upstream_id)
+
     def rewrapped(self, before: str | None, after: str | None) -> None:
         """The wrap moved from `before` to `after` (either None: no wrap). The isolation guard
         spares the wrapped upstream alone, so each of the two whose definition the guard refuses
-        starts again: `after` (refused until now), `before` (spared until now)."""
+        starts again: `after` (refused until now), `before` (spared until now). A client that
+        `before` mirrored is forgotten (its next handshake presents us)."""
         assert self._nursery is not None
+        if before is not None and self._mirrors.pop(before, None) is not None and before in self.upstreams:
+            self.upstreams[before].mirror = None
         for upstream_id in dict.fromkeys((before, after)):
             upstream = self.upstreams.get(upstream_id or "")
             if upstream is not None and upstream.spec.enabled and isolation_problems(upstream.spec,
