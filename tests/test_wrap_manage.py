@@ -11,9 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from mcp import Client
+from mcp.types import ElicitResult
 
+from tests.httpgw import http_gateway
 from tests.interop import modern_time_command
 from tests.test_cli import tfunnel
+from tests.test_management import body, error_text, tf
 from tests.upstreams import mock_upstream, set_upstreams
 from tfunnel.config.expose import UpstreamSpec
 from tfunnel.config.load import STATE_FILE
@@ -332,3 +336,27 @@ def test_cli_probe_that_cannot_connect_still_sets(home: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "probe: could not connect (" in done.stdout and "the wrap is set anyway" in done.stdout
     assert state(home) == {"passthrough": "dies"}
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_tf_wrap_from_a_real_client(home: Path, mode: str) -> None:
+    """Over the HTTP service, from the SDK client in either era: the status, a set without
+    confirm refused with nobody asked, then a set the user is asked about (elicitation or
+    input_required) and accepts: the wrap is written with the notice as its warning."""
+    set_upstreams(home, mock_upstream("mock"))
+    asked: list[str] = []
+
+    async def confirm(context: Any, params: Any) -> ElicitResult:
+        asked.append(params.message)
+        return ElicitResult(action="accept", content={})
+
+    async with http_gateway(home) as gw, \
+            Client(f"{gw.url}/mcp", mode=mode, cache=None, elicitation_callback=confirm) as actor:
+        shown = body(await tf(actor, "tf_wrap", {}))
+        assert shown["wrapping"] is None and [u["id"] for u in shown["upstreams"]] == ["mock"]
+        assert "needs confirm: true" in error_text(await tf(actor, "tf_wrap", {"upstream": "mock"}))
+        assert asked == []
+        done = body(await tf(actor, "tf_wrap", {"upstream": "mock", "confirm": True}))
+        assert done["wrapping"] == "mock" and done["warning"].startswith("WRAP SECURITY NOTICE")
+    assert len(asked) == 1 and "wrap upstream 'mock'" in asked[0] and "tfunnel wrap --off" in asked[0]
+    assert state(home) == {"passthrough": "mock"}
