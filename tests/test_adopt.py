@@ -27,7 +27,9 @@ SCRIPT, SHELL = "script", "shell"
                  id="underscores-to-dashes"),
     pytest.param("tf_accept_change", SCRIPT, "./tools/scripts/tf-accept-change.js", "tf_accept_change",
                  id="leading-dot"),
-    pytest.param("tf_wrap", SCRIPT, "tools/scripts/tf-wrap.js", "tf_wrap", id="no-builtin-still-recognised"),
+    pytest.param("tf_wrap", SCRIPT, "tools/scripts/tf-wrap.js", "tf_wrap", id="tf_wrap"),
+    pytest.param("tf_frobnicate", SCRIPT, "tools/scripts/tf-frobnicate.js", "tf_frobnicate",
+                 id="no-builtin-still-recognised"),
     pytest.param("tf_list", SCRIPT, "tools/scripts/tf-lists.js", None, id="differently-named-script"),
     pytest.param("tf_list", SCRIPT, "tools/scripts/tf_list.js", None, id="underscored-script"),
     pytest.param("tf_list", SCRIPT, "tools/scripts/tf-list.py", None, id="not-js"),
@@ -58,18 +60,15 @@ def _register(home: Path, *entries: dict[str, object]) -> None:
 
 
 def test_the_loader_adopts_each_entry_we_have_a_builtin_for(tmp_path: Path) -> None:
-    """Every §C.7 entry with a built-in becomes it (the ToolFunnel path kept, for the note);
-    tf_wrap stays the script it says, with a warning naming it; the file is not rewritten."""
+    """Every §C.7 entry becomes the built-in of its name, tf_wrap included (the ToolFunnel path
+    kept, for the note); the file is not rewritten."""
     write_toolfunnel_home(tmp_path)
     before = (tmp_path / "tools" / "tools.register.json").read_bytes()
     register = load_register(tmp_path).by_id()
     for tool_id in TF_ENTRIES:
         entry = register[tool_id]
-        if tool_id == "tf_wrap":
-            assert entry.invoke == Invoke("script", "tools/scripts/tf-wrap.js") and entry.adopted is None
-        else:
-            assert entry.invoke == Invoke("builtin", tool_id)
-            assert entry.adopted == f"tools/scripts/{tool_id.replace('_', '-')}.js"
+        assert entry.invoke == Invoke("builtin", tool_id)
+        assert entry.adopted == f"tools/scripts/{tool_id.replace('_', '-')}.js"
     assert register["echo"].invoke == Invoke("script", "tools/scripts/echo.js")
     assert (tmp_path / "tools" / "tools.register.json").read_bytes() == before
 
@@ -88,23 +87,30 @@ def test_the_builtins_schema_is_served(tmp_path: Path) -> None:
     served = served_register(load_register(tmp_path)).by_id()
     assert served["tf_pack"].input_schema == BUILTINS["tf_pack"].input_schema
     assert served["tf_list"].input_schema == BUILTINS["tf_list"].input_schema
+    assert served["tf_wrap"].input_schema == BUILTINS["tf_wrap"].input_schema
     assert served["echo"].input_schema is None
-    assert served["tf_wrap"].input_schema is None
 
 
-def test_check_notes_the_mapping_and_tf_wrap(tmp_path: Path) -> None:
-    """`tfunnel check`: one note per adopted entry, and one for tf_wrap (no built-in yet: it stays
-    a script); neither an error nor a warning, so a migrated home passes its check."""
+def test_check_notes_the_mapping(tmp_path: Path) -> None:
+    """`tfunnel check`: one note per adopted entry (tf_wrap's too); neither an error nor a
+    warning, so a migrated home passes its check."""
     write_toolfunnel_home(tmp_path)
     found = [p for p in check_home(tmp_path) if p.file == REGISTER.name]
     notes = [str(p) for p in found if p.severity == "note"]
     served = [f"{REGISTER.name}: register entry {i} runs ToolFunnel's tools/scripts/"
-              f"{i.replace('_', '-')}.js; serving tfunnel's built-in {i} instead"
-              for i in TF_ENTRIES if i != "tf_wrap"]
-    assert [n for n in notes if "tf_wrap" not in n] == served
-    [wrap] = [n for n in notes if "tf_wrap" in n]
-    assert "no built-in" in wrap
+              f"{i.replace('_', '-')}.js; serving tfunnel's built-in {i} instead" for i in TF_ENTRIES]
+    assert notes == served
     assert [p for p in found if p.severity in ("error", "warning")] == []
+
+
+def test_an_entry_without_a_builtin_stays_a_script_with_a_note(tmp_path: Path) -> None:
+    """A ToolFunnel-shaped entry tfunnel has no built-in for stays the script tool it says, noted."""
+    _register(tmp_path, tf_entry("tf_frobnicate", invoke={"type": "script",
+                                                          "path": "tools/scripts/tf-frobnicate.js"}))
+    [entry] = load_register(tmp_path).tools
+    assert entry.invoke == Invoke("script", "tools/scripts/tf-frobnicate.js") and entry.adopted is None
+    [note] = [str(p) for p in check_home(tmp_path) if p.file == REGISTER.name and p.severity == "note"]
+    assert "tf_frobnicate" in note and "no built-in" in note
 
 
 def test_check_exits_zero_on_notes_alone(tmp_path: Path) -> None:

@@ -237,7 +237,8 @@ def test_completion_script(tmp_path: Path, shell: str) -> None:
 
     top = complete("tfunnel", "")
     assert {"serve", "check", "call", "tools", "tool", "expose", "hook", "log", "mcp", "settings",
-            "completion"} <= set(top)
+            "wrap", "completion"} <= set(top)
+    assert complete("tfunnel", "wrap", "--o") == ["--off"]
     assert complete("tfunnel", "se") == ["serve", "settings"]
     assert complete("tfunnel", "--home", "/x", "tool", "u") == ["unhot", "unhide", "update"]
     assert complete("tfunnel", "hook", "a") == ["add"]

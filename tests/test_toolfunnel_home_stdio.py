@@ -30,9 +30,10 @@ def body(result: dict[str, Any]) -> Any:
 
 @pytest.mark.parametrize("stubs", [True, False], ids=["tf-scripts-are-stubs", "tf-scripts-missing"])
 async def test_tf_list_works_in_band(tmp_path: Path, stubs: bool) -> None:
-    """`tf_list {kind: "tools"}` through `toolfunnel_run_tool` answers from our built-in (the
-    tf-*.js stubs, which would fail, never run); the demo tool runs as the node script it is; the
-    start says once per adopted entry what it serves; the register is not rewritten."""
+    """`tf_list {kind: "tools"}` (and `tf_wrap {}`) through `toolfunnel_run_tool` answer from our
+    built-ins (the tf-*.js stubs, which would fail, never run); the demo tool runs as the node
+    script it is; the start says once per adopted entry what it serves; the register is not
+    rewritten."""
     home = write_toolfunnel_home(tmp_path / "home", stubs=stubs)
     register_before = (home / "tools" / "tools.register.json").read_bytes()
     async with gateway(home) as wire:
@@ -52,14 +53,15 @@ async def test_tf_list_works_in_band(tmp_path: Path, stubs: bool) -> None:
                                                        "arguments": {"name": "tf_pack"}})
         text = reply["result"]["content"][0]["text"]
         assert '"approvals"' in text and '"npm"' not in text
-        # No built-in: the script tool as written, which cannot run here.
+        # tf_wrap too answers from our built-in (its status: nothing wrapped).
         wrapped = await run_tool(wire, "4", "tf_wrap", {})
-        assert wrapped.get("isError") is True and "tf-wrap.js" in wrapped["content"][0]["text"]
+        assert wrapped.get("isError") is not True, wrapped
+        assert body(wrapped)["ok"] is True and body(wrapped)["wrapping"] is None
     stderr = wire.stderr.decode()
     note = ("register entry tf_list runs ToolFunnel's tools/scripts/tf-list.js; "
             "serving tfunnel's built-in tf_list instead")
     assert stderr.count(note) == 1, stderr
-    assert "tf_wrap" in stderr and "no built-in" in stderr
+    assert "serving tfunnel's built-in tf_wrap instead" in stderr and "no built-in" not in stderr
     assert (home / "tools" / "tools.register.json").read_bytes() == register_before
 
 

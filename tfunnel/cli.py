@@ -37,6 +37,7 @@ from tfunnel.manage.ops_tools import VISIBILITY_ACTIONS
 from tfunnel.manage.pack import PackOptions, pack_command
 from tfunnel.manage.pack_plan import FORMATS
 from tfunnel.manage.tool_cmd import visibility_command
+from tfunnel.manage.wrap_cmd import add_wrap_arguments, wrap_command
 from tfunnel.surface import meta
 from tfunnel.surface.catalog import Catalog
 from tfunnel.surface.context import CallContext
@@ -101,6 +102,7 @@ def parser() -> argparse.ArgumentParser:
         "pack": "write a portable copy of the home, or a pip-installable project that serves it",
         "settings": "show the gateway settings, or set some (they apply after a restart)",
         "approvals": "list, diff or accept upstream descriptors held for approval (pinning)",
+        "wrap": "show the wrap, make one upstream the whole surface (wrap ID), or clear it (--off)",
         "completion": "print a shell completion script (bash or zsh)",
     }
     subs = {name: sub.add_parser(name, help=text, description=text) for name, text in commands.items()}
@@ -133,6 +135,7 @@ def parser() -> argparse.ArgumentParser:
     subs["hook"].set_defaults(id=None)
     ops_cmd.add_settings_arguments(subs["settings"], common)
     _approvals_arguments(subs["approvals"])
+    add_wrap_arguments(subs["wrap"])
     subs["completion"].add_argument("shell", choices=("bash", "zsh"))
     subs["log"].add_argument("action", choices=("on", "off", "status", "tail"))
     subs["log"].add_argument("-n", "--lines", type=int, default=20, help="records for tail (default 20)")
@@ -236,6 +239,8 @@ def _main(argv: Sequence[str] | None) -> int:
             return ops_cmd.expose_command(home.path, args)
         if command == "settings":
             return ops_cmd.settings_command(home.path, args)
+        if command == "wrap":
+            return wrap_command(home.path, args.id, args.as_name, args.off)
         if command == "approvals":
             return approvals_command(home.path, args.action, getattr(args, "target", None),
                                      every=getattr(args, "every", False), as_json=args.approvals_json)

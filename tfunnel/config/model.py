@@ -18,7 +18,7 @@ META_TOOL_NAMES = (
 # `tfunnel.manage` (which defines them; a test keeps the two lists equal).
 BUILTIN_TOOL_NAMES = ("tf_list", "tf_tool_add", "tf_tool_set", "tf_tool_update", "tf_mcp_add", "tf_mcp_set",
                       "tf_mcp_discover", "tf_expose", "tf_hook_add", "tf_hook_set", "tf_log", "tf_pack",
-                      "tf_settings", "tf_accept_change")
+                      "tf_settings", "tf_accept_change", "tf_wrap")
 # `tools.state.json` keys that are not tool names: the wrap (`passthrough`: the wrapped upstream's
 # id) and the id its tools carry in hooks' Claude Code names (`passthroughAs`, `tfunnel wrap --as`).
 RESERVED_STATE_KEYS = frozenset({"passthrough", "passthroughAs"})

@@ -51,7 +51,22 @@ def runtime(reading: HomeReading, env: Mapping[str, str] | None = None) -> Itera
     yield from preflight.all_findings(groups).all()
 
 
-CHECKS: tuple[Check, ...] = (files, runtime)
+def wrap(reading: HomeReading) -> Iterator[ConfigProblem]:
+    """A wrap (`passthrough` in tools.state.json) of an upstream that is not configured or is
+    disabled: the wrapped surface would be empty (an error: every client would see no tools)."""
+    state, expose = reading.get(STATE).value, reading.get(EXPOSE).value
+    if state is None or expose is None or state.passthrough is None:
+        return
+    spec = expose.upstream(state.passthrough)
+    why = f"{EXPOSE.name} has no upstream {state.passthrough!r}" if spec is None \
+        else f"upstream {state.passthrough!r} is disabled in {EXPOSE.name}" if not spec.enabled else None
+    if why is not None:
+        yield ConfigProblem(STATE.name, f"wraps upstream {state.passthrough!r}, but {why}: clients would "
+                            "see an empty surface; clear the wrap with `tfunnel wrap --off`", None,
+                            "passthrough")
+
+
+CHECKS: tuple[Check, ...] = (files, runtime, wrap)
 
 
 def check_home(home: Path) -> list[ConfigProblem]:

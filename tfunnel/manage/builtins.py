@@ -24,7 +24,7 @@ from tfunnel.config.load import REGISTER
 from tfunnel.config.model import BUILTIN_TOOL_NAMES, Register, ToolEntry
 from tfunnel.errors import ToolFailure
 from tfunnel.gate.gated import AskUser, NeedsInput
-from tfunnel.manage import ops_approvals, ops_hooks, ops_list, ops_mcp, ops_settings, ops_tools
+from tfunnel.manage import ops_approvals, ops_hooks, ops_list, ops_mcp, ops_settings, ops_tools, ops_wrap
 from tfunnel.manage.edit import Change, commit, current, encodable
 from tfunnel.manage.plans import Env, Plan, question
 from tfunnel.observe.audit import AuditLog
@@ -158,6 +158,18 @@ BUILTINS: Mapping[str, Builtin] = {b.name: b for b in (
             "template or instructions): all it holds, or one item by name. Always needs the user's "
             "confirmation.",
             _schema({"upstream": _ID, "tool": _STR}, ["upstream"]), ops_approvals.accept_change),
+    Builtin("tf_wrap", "Wrap one upstream: make it the whole surface",
+            "{} shows the wrap and the upstreams; {upstream, as?, confirm: true} makes that enabled "
+            "upstream the entire surface (its own tools, names and identity; the gate still runs), "
+            "which hides tf_wrap itself, so only the command line's `tfunnel wrap --off` undoes it: "
+            "always needs the user's confirmation; {off: true} clears the wrap.",
+            _schema({"upstream": _ID,
+                     "as": {**_ID, "description": "the server id the wrapped tools carry in hooks' "
+                            "mcp__<id>__<tool> names (default: the upstream's id)"},
+                     "confirm": {"type": "boolean",
+                                 "description": "true: the user agrees to a wrap only the CLI undoes"},
+                     "off": {"type": "boolean", "description": "true: clear the wrap"}}),
+            ops_wrap.tf_wrap),
 )}
 assert tuple(BUILTINS) == BUILTIN_TOOL_NAMES  # the register loader checks names against that list
 

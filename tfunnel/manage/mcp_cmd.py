@@ -5,10 +5,12 @@ resulting document (`parse_expose`, the same rules and messages as loading) befo
 keeps unknown fields and the order of entries, and records an audit `config` record (via "cli").
 A missing file is created as `{"version": 1, "upstreams": [], "expose": []}` by the first change.
 
-`remove` cascades: the upstream's expose entries go with it. `reconnect` stamps `reconnectAt` with
-the current UTC time; a running gateway restarts an upstream whose definition changed, including a
-`stopped` one. `add` prints isolation-guard problems (and a cwd that is not a folder) as warnings:
-adding is allowed, the gateway refuses to start the upstream until the problem is fixed.
+`remove` cascades: the upstream's expose entries go with it; `disable` and `remove` of the wrapped
+upstream (`tfunnel wrap`) clear the wrap in `tools/tools.state.json` in the same change.
+`reconnect` stamps `reconnectAt` with the current UTC time; a running gateway restarts an upstream
+whose definition changed, including a `stopped` one. `add` prints isolation-guard problems (and a
+cwd that is not a folder) as warnings: adding is allowed, the gateway refuses to start the
+upstream until the problem is fixed.
 
 Exit status: 0 on success, 1 when the file is malformed (its problems go to stderr and it is left
 as it is), the id is unknown, or the change would make the file invalid; 2 for a usage error.
@@ -26,11 +28,22 @@ from pathlib import Path
 from typing import Any
 
 from tfunnel.config.atomic import write_json_atomic
-from tfunnel.config.expose import EXPOSE_FILE, ExposeConfig, UpstreamSpec, empty_document, parse_expose
+from tfunnel.config.expose import (
+    EXPOSE,
+    EXPOSE_FILE,
+    ExposeConfig,
+    UpstreamSpec,
+    empty_document,
+    parse_expose,
+)
 from tfunnel.config.home import child_environment
+from tfunnel.config.load import STATE
 from tfunnel.config.validate import read_json
-from tfunnel.errors import ConfigError, ConfigProblem
+from tfunnel.errors import ConfigError, ConfigProblem, ToolFailure
 from tfunnel.home import preflight
+from tfunnel.manage.edit import Change, commit
+from tfunnel.manage.ops_wrap import cleared_for
+from tfunnel.manage.plans import Env
 from tfunnel.observe.audit import AuditLog
 from tfunnel.upstream.isolation import isolation_problems
 from tfunnel.upstream.remote import display_url
@@ -106,9 +119,11 @@ def mcp_command(home: Path, action: str, upstream_id: str | None, command: list[
         return 1
     rows: list[Any] = raw["upstreams"]
     index = next(i for i, row in enumerate(rows) if row.get("id") == upstream_id)
+    # Disabling or removing the wrapped upstream clears the wrap in the same change.
+    state = cleared_for(Env(home), upstream_id) if action in ("disable", "remove") else None
     if action in ("enable", "disable"):
         wanted = action == "enable"
-        if rows[index].get("enabled", True) is wanted:
+        if rows[index].get("enabled", True) is wanted and state is None:
             print(f"{upstream_id}: already {action}d")
             return 0
         rows[index]["enabled"] = wanted
@@ -127,6 +142,8 @@ def mcp_command(home: Path, action: str, upstream_id: str | None, command: list[
         done = f"{upstream_id}: reconnect requested (a running gateway restarts it)"
         if rows[index].get("enabled", True) is False:
             done += "; it is disabled, so it starts only once enabled"
+    if state is not None:
+        return _commit_clearing(home, raw, state, action, upstream_id, done)
     return _commit(home, raw, action, upstream_id, done)
 
 
@@ -337,6 +354,21 @@ def _commit(home: Path, raw: dict[str, Any], action: str, upstream_id: str, done
     write_json_atomic(home / EXPOSE_FILE, raw)
     AuditLog(home).record("config", file=EXPOSE_FILE, via="cli", change=f"{action} {upstream_id}")
     print(done)
+    return 0
+
+
+def _commit_clearing(home: Path, raw: dict[str, Any], state: dict[str, Any], action: str,
+                     upstream_id: str, done: str) -> int:
+    """Write the upstream change and the cleared wrap as one change (each file validated, then
+    written atomically and audited)."""
+    try:
+        commit(home, Change(f"{action} {upstream_id} and clear the wrap of it", {EXPOSE: raw, STATE: state}),
+               AuditLog(home), via="cli")
+    except ToolFailure as exc:
+        print(f"{_PREFIX} {exc}", file=sys.stderr)
+        return 1
+    print(done)
+    print(f'wrap cleared (was "{upstream_id}")')
     return 0
 
 

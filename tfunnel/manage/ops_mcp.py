@@ -4,7 +4,8 @@
 An upstream row is written with the fields of `mcp/expose.json` as given (the same names, checked
 by the file's own parser). Adding a stdio upstream (a command the gateway starts), or one that
 opts out of the isolation guard (`allowOutsidePaths`, `allowCodeLoadingEnv`), loosens the gate;
-so does re-enabling an upstream or an expose entry an operator disabled.
+so does re-enabling an upstream or an expose entry an operator disabled. Disabling or removing
+the wrapped upstream clears the wrap in the same change (`wrapCleared`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from tfunnel.errors import ConfigError, ToolFailure
 from tfunnel.gate.manifest import MANIFEST
 from tfunnel.manage.edit import Change, current, validate
 from tfunnel.manage.ops_hooks import EMPTY_MANIFEST
+from tfunnel.manage.ops_wrap import cleared_for
 from tfunnel.manage.plans import Env, Plan, runs, shown
 from tfunnel.manage.rename import Refusal, RenamePlan, expose_renames, plan_renames
 
@@ -81,7 +83,14 @@ def mcp_set(env: Env, args: Mapping[str, Any]) -> Plan:
         row["legacyPin"] = result["legacyPin"] = action == "pin"
     else:  # reconnect: a new stamp is a changed definition, which restarts it (a stopped one too)
         row["reconnectAt"] = result["reconnectAt"] = datetime.now(UTC).isoformat(timespec="seconds")
-    return Plan(result, Change(f"{action} upstream {upstream_id!r}", {EXPOSE: document}))
+    documents: dict[Any, dict[str, Any]] = {EXPOSE: document}
+    summary = f"{action} upstream {upstream_id!r}"
+    state = cleared_for(env, upstream_id) if action in ("disable", "remove") else None
+    if state is not None:  # a wrap of nothing would serve an empty surface: it goes in the same change
+        documents[STATE] = state
+        result["wrapCleared"] = True
+        summary += " and clear the wrap of it"
+    return Plan(result, Change(summary, documents))
 
 
 def expose(env: Env, args: Mapping[str, Any]) -> Plan:

@@ -129,3 +129,11 @@ def _path_list_problems(name: str, key: str, value: str, home: Path, cwd: Path, 
             problems.append(f"env {name} element {element!r} resolves to {_resolve(element, cwd)}, "
                             f"outside the home {root}; {_OUTSIDE}")
     return problems
+
+
+def suspended_by_wrap(spec: UpstreamSpec, home: Path) -> list[str]:
+    """What the guard would refuse of `spec` (as `isolation_problems`, without the opt-out
+    advice): what a wrap, which suspends the guard for its upstream, lets through. [] if nothing."""
+    advice = (f"; {_OUTSIDE}", f"; {_CODE_ENV}")
+    return [next((p.removesuffix(a) for a in advice if p.endswith(a)), p)
+            for p in isolation_problems(spec, home)]
