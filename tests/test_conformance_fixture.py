@@ -2,6 +2,11 @@
 0.2.0-alpha.12, under Node 22) against `tests/fixtures/conformance_server.py`, the suite's fixtures
 on the dual-era mcp SDK, over Streamable HTTP on a free loopback port.
 
+The fixture also serves stdio (both eras), as a gateway runs it as an upstream.
+
+`SUITE_TOOLS` and the rest are the names the scenarios call; the target must list them all (some
+checks accept any text block, an "Unknown tool" error result included).
+
 `SCENARIOS` is each scenario the suite applies to 2025-11-25 (run over the initialize handshake)
 and each it applies to 2026-07-28 (run stateless), a scenario of both eras once per era; the
 optional extensions (tasks, skills) are left out (see the baseline). The baseline is empty: any
@@ -15,13 +20,19 @@ one entry there. Each target is started once for the whole module.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from pathlib import Path
+from typing import Any
 
 import pytest
+import trio
+from mcp import Client, StdioServerParameters
+from mcp.types import TextContent
 
 from tests.interop import (
+    CONFORMANCE_FIXTURE,
     EXPECTED_FAILURES_DIR,
     LEGACY_ERA,
     MODERN_ERA,
@@ -66,6 +77,24 @@ MODERN_SCENARIOS = [
 SCENARIOS: list[tuple[str, str]] = [*((s, LEGACY_ERA) for s in LEGACY_SCENARIOS),
                                     *((s, MODERN_ERA) for s in MODERN_SCENARIOS)]
 
+# What the scenarios call by name (the suite's spelling). Some checks pass on any text block, an
+# "Unknown tool" error included, so the names are checked apart from the scenarios.
+SUITE_TOOLS = {
+    "test_simple_text", "test_image_content", "test_audio_content", "test_embedded_resource",
+    "test_multiple_content_types", "test_error_handling", "test_tool_with_logging", "test_tool_with_progress",
+    "test_sampling", "test_elicitation", "test_elicitation_sep1034_defaults",
+    "test_elicitation_sep1330_enums",
+    "test_reconnection", "test_missing_capability", "test_streaming_elicitation", "test_logging_tool",
+    "test_trigger_tool_change", "test_trigger_prompt_change", "json_schema_2020_12_tool",
+    *(f"test_input_required_result_{name}" for name in (
+        "elicitation", "sampling", "list_roots", "request_state", "multiple_inputs", "multi_round",
+        "tampered_state", "capabilities")),
+}
+SUITE_PROMPTS = {"test_simple_prompt", "test_prompt_with_arguments", "test_prompt_with_embedded_resource",
+                 "test_prompt_with_image", "test_input_required_result_prompt"}
+SUITE_RESOURCES = {"test://static-text", "test://static-binary", "test://watched-resource"}
+SUITE_TEMPLATES = {"test://template/{id}/data"}
+
 # A factory: given a scratch directory (for logs), a context manager yielding the URL under test.
 Target = Callable[[Path], AbstractContextManager[str]]
 TARGETS: dict[str, Target] = {
@@ -81,13 +110,29 @@ def target(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
         yield url
 
 
+def error_results(value: Any) -> Iterator[Any]:
+    """Every object with `isError: true` inside a check's details (a tool result that failed)."""
+    if isinstance(value, dict):
+        if value.get("isError") is True:
+            yield value
+        for item in value.values():
+            yield from error_results(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from error_results(item)
+
+
 def assert_clean(result: ConformanceResult) -> None:
     """Ran at its era, exit 0 under the empty baseline, something passed, nothing failed, warned
-    or was skipped."""
+    or was skipped; and no tool call failed where none should. Some checks accept any text block,
+    so an `isError` result ("Unknown tool: test_simple_text") would pass them by accident."""
     assert not result.not_applicable, result.summary()
     assert result.exit_status == 0, result.summary()
     assert result.passed, result.summary()
     assert result.clean and not result.with_status(SKIPPED), result.summary()
+    if result.scenario != "tools-call-error":
+        failed = [(check.id, error) for check in result.checks for error in error_results(check.details)]
+        assert not failed, f"{result.scenario}: a tool call failed: {failed}"
 
 
 @pytest.mark.timeout(60)
@@ -100,6 +145,23 @@ def test_scenarios_are_every_server_scenario_of_both_eras() -> None:
     assert not set(listed["extension"]) & {s for s, _ in SCENARIOS}
 
 
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize(("mode", "version"), [("legacy", LEGACY_ERA), (MODERN_ERA, MODERN_ERA)])
+async def test_the_target_serves_every_name_the_suite_calls(target: str, mode: str, version: str) -> None:
+    with trio.fail_after(60):
+        async with Client(target, mode=mode, cache=None) as client:
+            assert client.protocol_version == version
+            tools = {tool.name for tool in (await client.list_tools()).tools}
+            prompts = {prompt.name for prompt in (await client.list_prompts()).prompts}
+            resources = {str(resource.uri) for resource in (await client.list_resources()).resources}
+            templates = {template.uri_template
+                         for template in (await client.list_resource_templates()).resource_templates}
+    assert SUITE_TOOLS - tools == set()
+    assert SUITE_PROMPTS - prompts == set()
+    assert SUITE_RESOURCES - resources == set()
+    assert SUITE_TEMPLATES - templates == set()
+
+
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize(("scenario", "spec_version"), SCENARIOS,
                          ids=[f"{s}@{v}" for s, v in SCENARIOS])
@@ -108,3 +170,20 @@ async def test_conformance_scenario(target: str, tmp_path: Path, scenario: str, 
                                          spec_version=spec_version, expected_failures=BASELINE,
                                          timeout_s=90)
     assert_clean(result)
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize(("mode", "version"), [("legacy", LEGACY_ERA), (MODERN_ERA, MODERN_ERA)])
+async def test_the_fixture_serves_stdio_in_both_eras(mode: str, version: str) -> None:
+    """Over stdio the fixture speaks the initialize handshake and the 2026-07-28 wire, with the
+    suite's names under `--prefix test_`."""
+    server = StdioServerParameters(command=sys.executable,
+                                   args=[str(CONFORMANCE_FIXTURE), "--prefix", "test_"])
+    with trio.fail_after(60):
+        async with Client(server, mode=mode, cache=None) as client:
+            assert client.protocol_version == version
+            names = {tool.name for tool in (await client.list_tools()).tools}
+            assert {"test_simple_text", "test_missing_capability", "json_schema_2020_12_tool"} <= names
+            result = await client.call_tool("test_simple_text", {})
+            assert result.content == [TextContent(type="text",
+                                                  text="This is a simple text response for testing.")]
