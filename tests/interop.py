@@ -8,6 +8,11 @@
 - `run_conformance(url, scenario, out_dir=...)`: one server scenario of the official conformance
   suite (`@modelcontextprotocol/conformance`, `.npm-conformance/`) under the Node 22 installed
   beside it, with its `checks.json` parsed into a `ConformanceResult`.
+- `run_scenarios_against(url, scenarios, out_dir=...)`: several server scenarios, one after the other,
+  against one URL (each `(scenario, spec_version)`), with their results in order.
+- `conformance_fixture_http(log_dir)`: `tests/fixtures/conformance_server.py` (the suite's fixtures on
+  the dual-era SDK) serving Streamable HTTP on a free loopback port, as a context manager giving
+  its URL; the process is stopped on exit and dies with the test process (a stdin lifeline).
 - `run_conformance_client(command, scenario, out_dir=...)`: one client scenario: the suite starts
   its own test server and runs `command <server-url>` through a shell (env
   `MCP_CONFORMANCE_SCENARIO`, `MCP_CONFORMANCE_PROTOCOL_VERSION`, maybe `MCP_CONFORMANCE_CONTEXT`),
@@ -18,6 +23,7 @@ Nothing here skips: a missing install raises `InteropSetupError` naming the comm
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import json
@@ -25,7 +31,8 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Iterable
+import time
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -42,6 +49,9 @@ CONFORMANCE_JS: Final = (CONFORMANCE_DIR / "node_modules" / "@modelcontextprotoc
                          / "dist" / "index.js")
 # Baselines for `--expected-failures` (see the comments in each file).
 EXPECTED_FAILURES_DIR: Final = ROOT / "tests" / "conformance"
+CONFORMANCE_FIXTURE: Final = ROOT / "tests" / "fixtures" / "conformance_server.py"
+LEGACY_ERA: Final = "2025-11-25"
+MODERN_ERA: Final = "2026-07-28"
 
 # Check statuses the suite writes. Only FAILURE makes the CLI exit 1 (without a baseline); with
 # `--expected-failures`, an unlisted WARNING does too. INFO is a note, SKIPPED a check that did not
@@ -270,6 +280,79 @@ async def run_conformance_async(url: str, scenario: str, *, out_dir: Path, timeo
                              spec_version=spec_version, expected_failures=expected_failures,
                              extra=extra)
     return await trio.to_thread.run_sync(call)
+
+
+async def run_scenarios_against(url: str, scenarios: Iterable[tuple[str, str | None]], *, out_dir: Path,
+                                expected_failures: Path | None = None, timeout_s: float = 120,
+                                ) -> list[ConformanceResult]:
+    """Each `(scenario, spec_version)` against `url`, one at a time (scenarios share the server's
+    state: one mutates the tool list while another checks that listing is stable)."""
+    return [await run_conformance_async(url, scenario, out_dir=out_dir, spec_version=spec_version,
+                                        expected_failures=expected_failures, timeout_s=timeout_s)
+            for scenario, spec_version in scenarios]
+
+
+def conformance_fixture_command(port: int = 0, prefix: str = "test_") -> list[str]:
+    """argv of the conformance fixture over Streamable HTTP on 127.0.0.1:PORT (0: a free one),
+    names spelled as the suite asks for them (`--prefix test_`), stopping when its stdin ends."""
+    return [sys.executable, str(CONFORMANCE_FIXTURE), "--prefix", prefix, "--http", str(port),
+            "--stdin-lifeline"]
+
+
+_LISTENING = re.compile(r"^listening on (http://127\.0\.0\.1:\d+/mcp)$", re.MULTILINE)
+
+
+@contextlib.contextmanager
+def conformance_fixture_http(log_dir: Path, *, prefix: str = "test_", timeout_s: float = 30,
+                             ) -> Iterator[str]:
+    """The conformance fixture serving Streamable HTTP on a free loopback port; yields its URL.
+
+    Its stdout and stderr go to `log_dir` (the URL is read from stdout). Its stdin is a pipe kept
+    open until exit: closing it stops the server, so it also goes when this process dies. On exit
+    it gets SIGTERM, then SIGKILL after 5 s; either way it has been reaped when this returns.
+    """
+    log_dir.mkdir(parents=True, exist_ok=True)
+    stdout, stderr = log_dir / "fixture.stdout", log_dir / "fixture.stderr"
+    with stdout.open("wb") as out, stderr.open("wb") as err:
+        proc = subprocess.Popen(conformance_fixture_command(0, prefix), stdin=subprocess.PIPE,
+                                stdout=out, stderr=err, start_new_session=True)
+    try:
+        deadline = time.monotonic() + timeout_s
+        while not (match := _LISTENING.search(stdout.read_text(errors="replace"))):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise InteropSetupError(
+                    f"the conformance fixture did not start (exit {proc.poll()}):\n{stderr.read_text()}")
+            time.sleep(0.05)
+        yield match.group(1)
+    finally:
+        _stop(proc)
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.stdin is not None:
+        with contextlib.suppress(OSError):
+            proc.stdin.close()
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+
+
+def conformance_server_scenarios() -> dict[str, list[str]]:
+    """`conformance list`'s server scenarios by era: `LEGACY_ERA` and `MODERN_ERA` each get the
+    scenarios that name it; `"extension"` gets those tagged as an optional extension."""
+    proc = subprocess.run([*conformance_command(), "list"], capture_output=True, text=True, timeout=60,
+                          env=conformance_env(), stdin=subprocess.DEVNULL, check=True)
+    section = proc.stdout.split("Server scenarios", 1)[1].split("\n\n", 1)[0]
+    eras: dict[str, list[str]] = {LEGACY_ERA: [], MODERN_ERA: [], "extension": []}
+    for name, tags in re.findall(r"^\s+- (\S+) \[([^\]]*)\]$", section, re.MULTILINE):
+        for tag in tags.split(","):
+            if tag in eras:
+                eras[tag].append(name)
+    return eras
 
 
 def run_conformance_client(command: str, scenario: str, *, out_dir: Path, timeout_s: float = 120,
