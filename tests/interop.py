@@ -431,3 +431,40 @@ def assert_passed(result: ConformanceResult, scenario: str, spec_version: str | 
     assert any(check.status == SUCCESS for check in result.checks)
     failing = {check.id for check in result.checks if check.status == FAILURE}
     assert all(check.untestable for check in result.checks if check.id in failing), result.summary()
+
+
+_GATEWAY_URL = re.compile(r'"urls": \["(http://[^"]+)"')
+_GATEWAY_SETTLED = '"event": "upstreams started"'
+
+
+@contextlib.contextmanager
+def wrapped_conformance_fixture(log_dir: Path, *, timeout_s: float = 60) -> Iterator[str]:
+    """`tfunnel serve --http` on a free loopback port, wrapping the conformance fixture (a stdio
+    upstream, names as the suite asks for them): yields the gateway's /mcp URL once its upstream
+    had its start. The gateway (and with it the fixture) gets SIGTERM on exit, SIGKILL after 5 s."""
+    from tfunnel.config.home import seed_dir, seed_home
+
+    home = log_dir / "home"
+    seed_home(home, seed_dir())
+    (home / "mcp" / "expose.json").write_text(json.dumps({"version": 1, "expose": [], "upstreams": [
+        {"id": "conformance", "command": sys.executable,
+         "args": [str(CONFORMANCE_FIXTURE), "--prefix", "test_"]}]}))
+    (home / "tools" / "tools.state.json").write_text(json.dumps({"passthrough": "conformance"}))
+    stderr = log_dir / "gateway.stderr"
+    with stderr.open("wb") as err:
+        proc = subprocess.Popen([sys.executable, "-m", "tfunnel", "--home", str(home), "serve", "--http",
+                                 "--port", "0"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=err, start_new_session=True)
+    try:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            text = stderr.read_text(errors="replace")
+            match = _GATEWAY_URL.search(text)
+            if match and _GATEWAY_SETTLED in text:
+                break
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise InteropSetupError(f"the wrapping gateway did not start (exit {proc.poll()}):\n{text}")
+            time.sleep(0.05)
+        yield f"{match.group(1)}/mcp"
+    finally:
+        _stop(proc)

@@ -41,9 +41,26 @@ from tests.interop import (
     conformance_fixture_http,
     conformance_server_scenarios,
     run_conformance_async,
+    wrapped_conformance_fixture,
 )
 
 BASELINE = EXPECTED_FAILURES_DIR / "expected-failures-none.yml"
+# What tfunnel does not yet carry through a wrap (the checks, with why: tests/conformance/), to
+# shrink to nothing. The CLI fails on a listed check that passes, so a closed gap fails the run.
+WRAPPED_BASELINE = EXPECTED_FAILURES_DIR / "expected-failures-wrapped.yml"
+# The dual-era fixture serves these legacy-era tools by server-to-client requests, which the SDK
+# refuses on a modern-era connection, and tfunnel talks to a dual-era upstream in the modern era
+# only (one connection per upstream): a legacy client would need a legacy-era connection of its own.
+_LEGACY_ONLY_TOOLS = "needs a legacy-era connection to a dual-era upstream"
+WRAP_GAPS: dict[str, str] = {
+    "tools-call-sampling": _LEGACY_ONLY_TOOLS,
+    "tools-call-elicitation": _LEGACY_ONLY_TOOLS,
+    "elicitation-sep1034-defaults": _LEGACY_ONLY_TOOLS,
+    "elicitation-sep1330-enums": _LEGACY_ONLY_TOOLS,
+    # tfunnel answers a POST with JSON when it has nothing to stream first, and does not offer
+    # SSE resumability (SEP-1699): the scenario has nothing to check (exit 0, INFO only).
+    "server-sse-polling": "Server returned JSON instead of SSE stream",
+}
 
 # The suite's server scenarios for each era, as `conformance list` tags them (pending ones included).
 LEGACY_SCENARIOS = [
@@ -99,6 +116,8 @@ SUITE_TEMPLATES = {"test://template/{id}/data"}
 Target = Callable[[Path], AbstractContextManager[str]]
 TARGETS: dict[str, Target] = {
     "fixture": conformance_fixture_http,
+    # tfunnel wrapping the fixture (a stdio upstream): the same scenarios, the same empty baseline.
+    "wrapped": wrapped_conformance_fixture,
 }
 
 
@@ -165,11 +184,21 @@ async def test_the_target_serves_every_name_the_suite_calls(target: str, mode: s
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize(("scenario", "spec_version"), SCENARIOS,
                          ids=[f"{s}@{v}" for s, v in SCENARIOS])
-async def test_conformance_scenario(target: str, tmp_path: Path, scenario: str, spec_version: str) -> None:
+async def test_conformance_scenario(request: pytest.FixtureRequest, target: str, tmp_path: Path,
+                                    scenario: str, spec_version: str) -> None:
+    gap = WRAP_GAPS.get(scenario) if request.node.callspec.params["target"] == "wrapped" else None
     result = await run_conformance_async(target, scenario, out_dir=tmp_path / "results",
-                                         spec_version=spec_version, expected_failures=BASELINE,
+                                         spec_version=spec_version,
+                                         expected_failures=BASELINE if gap is None else WRAPPED_BASELINE,
                                          timeout_s=90)
-    assert_clean(result)
+    if gap is None:
+        assert_clean(result)
+        return
+    # A known gap of the wrap: the suite's own verdict under its baseline (no other failure, no
+    # stale entry), and still for the reason written down.
+    assert not result.not_applicable and result.exit_status == 0, result.summary()
+    if gap != _LEGACY_ONLY_TOOLS:
+        assert any(gap in str(check.details) for check in result.checks), result.summary()
 
 
 @pytest.mark.timeout(90)

@@ -7,6 +7,7 @@ funnel surface."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,11 +15,13 @@ import pytest
 import trio
 
 from tests.hooks import EXIT2_DENY, set_hooks
+from tests.interop import CONFORMANCE_FIXTURE
 from tests.test_audit import configure, records
 from tests.test_modern_stdio import modern
 from tests.upstreams import mock_upstream, set_upstreams
 from tests.wire import Wire, alive, gateway
 from tfunnel.observe.audit import DEFAULT_PATH
+from tfunnel.surface.changes import announced
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -138,3 +141,33 @@ async def test_the_isolation_guard_spares_the_wrapped_upstream_alone(home: Path,
         tools = [t["name"] for t in (await wire.request(2, "tools/list"))["result"]["tools"]]
         assert "toolfunnel_list_tools" in tools and not [t for t in tools if t.startswith("mock_")]
     assert not alive(pid)
+
+
+@pytest.mark.parametrize(("method", "kind"), [
+    ("notifications/tools/list_changed", "tools"),
+    ("notifications/prompts/list_changed", "prompts"),
+    ("notifications/resources/list_changed", "resources"),
+    ("notifications/resources/updated", None),
+    ("notifications/message", None),
+    ("notifications/roots/list_changed", None),
+    ("notifications/tools/list_changed/x", None),
+    ("tools/list_changed", None),
+])
+def test_which_upstream_notifications_announce_a_list(method: str, kind: str | None) -> None:
+    assert announced(method) == kind
+
+
+async def test_a_wrapped_upstreams_list_changed_reaches_the_client_even_when_nothing_changed(
+        home: Path) -> None:
+    """The conformance fixture's trigger adds and removes a tool and announces it: the list is
+    the same, and the client still hears what the server said (as it would directly)."""
+    set_upstreams(home, {"id": "conf", "command": sys.executable,
+                         "args": [str(CONFORMANCE_FIXTURE), "--prefix", "test_"]})
+    wrap_state(home, {"passthrough": "conf"})
+    async with gateway(home) as wire:
+        await wire.initialize()
+        answer = await call(wire, 1, "test_trigger_tool_change", {})
+        assert answer["result"]["content"][0]["text"] == "tool list changed"
+        with trio.fail_after(10):
+            while (await wire.recv()).get("method") != "notifications/tools/list_changed":
+                pass

@@ -38,10 +38,12 @@ from tfunnel.observe.audit import CONFIG_FILE as LOG_CONFIG_FILE
 from tfunnel.observe.audit import AuditLog
 from tfunnel.observe.observer import Observer
 from tfunnel.proc.reaper import REAPER
+from tfunnel.protocol.jsonrpc import Notification
 from tfunnel.route.channel import LegacyChannel
 from tfunnel.route.methods import INSTRUCTIONS
 from tfunnel.route.router import Router
 from tfunnel.serve.stdio import StdioServer
+from tfunnel.surface.changes import announced
 from tfunnel.surface.instructions import Section, compose
 from tfunnel.surface.notices import Notices
 from tfunnel.surface.reads import Reads
@@ -102,7 +104,7 @@ def build(home: Path, environ: Mapping[str, str] | None = None, observer: Observ
                       lambda level: supervisor.set_log_level(level), lambda: live.state.passthrough)
     supervisor = Supervisor(Context(home, env, settings.limits,
                                     Identity(settings.client_name, settings.client_version),
-                                    _keeping_listing(home, live), notices.upstream_notice,
+                                    _keeping_listing(home, live), partial(_upstream_notice, live, notices),
                                     lambda record: audit.record("mcp", **record),
                                     wrapped=lambda: live.state.passthrough))
     live.on_collision = lambda *collided: audit.record("mcp", **name_collision(*collided))
@@ -145,6 +147,15 @@ def build(home: Path, environ: Mapping[str, str] | None = None, observer: Observ
     approvals.on_write = lambda: read_as.__setitem__(home / APPROVALS_FILE, signature(home / APPROVALS_FILE))
     appliers.update(live_appliers(gateway))
     return gateway
+
+
+def _upstream_notice(live: Live, notices: Notices, upstream: str, note: Notification) -> None:
+    """An upstream's notification: log messages and resource updates to who asked; the wrapped
+    upstream's list_changed to every client, as it came (the re-list tells of real changes)."""
+    notices.upstream_notice(upstream, note)
+    kind = announced(note.method)
+    if kind is not None and upstream == live.state.passthrough:
+        live.tools_changed.bump(kind)
 
 
 def _keeping_listing(home: Path, live: Live) -> Callable[[], None]:

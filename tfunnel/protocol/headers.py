@@ -71,11 +71,10 @@ def decode_value(raw: str) -> str:
         data = base64.b64decode(stripped + "=" * (-len(stripped) % 4), validate=True)
     except binascii.Error as exc:
         raise ValueError("the base64 value is not valid base64") from exc
-    # Missing padding is tolerated; wrong padding or unused trailing bits are not, so that a
-    # value has one spelling and every decoder along the way reads the same text.
-    canonical = base64.b64encode(data).decode("ascii")
-    if payload not in (canonical, canonical.rstrip("=")):
-        raise ValueError("the base64 value is not in canonical form")
+    # One spelling only: missing or wrong padding, or unused trailing bits, are refused (SEP-2243's
+    # test cases), so every decoder along the way reads the same text.
+    if payload != base64.b64encode(data).decode("ascii"):
+        raise ValueError("the base64 value is not in canonical form (padded, no unused bits)")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -29,24 +29,31 @@ log = structlog.get_logger("tfunnel.router")
 
 # A yes/no confirmation: accepting the (empty) form is "yes".
 CONFIRM_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
+# The client capabilities an upstream call declares for the caller, when it declared them: what
+# tfunnel carries back to it. Under a wrap the upstream is the server, so all it may ask for.
+BRIDGED = ("elicitation",)
+WRAPPED = ("elicitation", "sampling", "roots")
+
+
+def _declared(capabilities: Mapping[str, Any], kinds: tuple[str, ...]) -> dict[str, Any]:
+    return {kind: dict(capabilities[kind]) for kind in kinds if isinstance(capabilities.get(kind), Mapping)}
 
 
 class LegacyChannel:
     """A legacy client's side of one call (`peer` None: a caller that can be asked nothing)."""
 
     def __init__(self, capabilities: Mapping[str, Any], peer: Peer | None, params: Mapping[str, Any], *,
-                 log_level: str | None = None) -> None:
+                 log_level: str | None = None, bridged: tuple[str, ...] = BRIDGED) -> None:
         self._progress, self._meta = progress_and_meta(params, peer)
         self._log_level = log_level  # the session's, stamped on calls to modern upstreams
         self.meta = self._meta  # the caller's `_meta` to forward (a read's, too)
-        elicitation = capabilities.get("elicitation")
         self._capabilities: Mapping[str, Any] = {}
         self._requests: ServerRequests | None = None
         self.ask_user: AskUser | None = None
         if peer is not None and peer.can_request:
             self._requests = server_requests(capabilities, peer)
-            if isinstance(elicitation, dict):
-                self._capabilities = {"elicitation": elicitation}
+            self._capabilities = _declared(capabilities, bridged)
+            if isinstance(capabilities.get("elicitation"), dict):
                 self.ask_user = _asker(peer)
 
     async def call_upstream(self, upstreams: Upstreams, upstream: str, tool: str,
@@ -60,12 +67,11 @@ class ModernChannel:
 
     def __init__(self, env: modern.Envelope, peer: Peer | None, params: Mapping[str, Any], *,
                  ask_user: AskUser | None, resume: Resume | None, parking: Parking | None,
-                 notices: Notices | None = None) -> None:
+                 notices: Notices | None = None, bridged: tuple[str, ...] = BRIDGED) -> None:
         self._peer = peer
         self._notices = notices or Notices()
         self._progress, self._meta = progress_and_meta(params, peer)
-        self._capabilities = {"elicitation": dict(env.client_capabilities["elicitation"])} \
-            if env.declared("elicitation") else {}
+        self._capabilities = _declared(env.client_capabilities, bridged)
         self._log_level = env.log_level
         self._resume = resume
         self._parking = parking

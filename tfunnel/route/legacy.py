@@ -71,7 +71,7 @@ class LegacyAdapter:
         if method in ("resources/subscribe", "resources/unsubscribe"):
             return self._subscription(session, method, request.params)
         return await self._methods.handle(Era.LEGACY, method, request.params,
-                                          _LegacySite(session, request, peer))
+                                          _LegacySite(session, request, peer, self._methods.bridged))
 
     async def _met(self, session: ClientSession, peer: Peer | None) -> None:
         if self._meet is not None:
@@ -133,14 +133,16 @@ class LegacyAdapter:
 class _LegacySite:
     """A legacy client's call: asked, and answering upstreams, through real requests to it."""
 
-    def __init__(self, session: ClientSession, request: Request, peer: Peer | None) -> None:
+    def __init__(self, session: ClientSession, request: Request, peer: Peer | None,
+                 bridged: Callable[[], tuple[str, ...]]) -> None:
         self._session = session
         self._request = request
         self._peer = peer
+        self._bridged = bridged
 
     def context(self) -> CallContext:
         channel = LegacyChannel(self._session.capabilities, self._peer, self._request.params,
-                                log_level=self._session.log_level)
+                                log_level=self._session.log_level, bridged=self._bridged())
         return CallContext(self._session.id, str(self._request.id), channel)
 
     def finish(self, name: str, outcome: ToolResult | NeedsInput) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from tfunnel.gate.gated import NeedsInput, Outcome
 from tfunnel.protocol.eras import Era
 from tfunnel.protocol.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND
 from tfunnel.protocol.results import ToolResult
+from tfunnel.route.channel import BRIDGED, WRAPPED
 from tfunnel.surface.context import CallContext
 from tfunnel.surface.reads import Reader, Reads
 
@@ -26,6 +27,9 @@ INSTRUCTIONS = (
 )
 
 BOTH = frozenset(Era)
+# Methods an era adapter owns (or that one era has no more): never the wrapped upstream's to answer.
+OWNED = frozenset({"initialize", "ping", "server/discover", "subscriptions/listen", "logging/setLevel",
+                   "resources/subscribe", "resources/unsubscribe"})
 # The modern era has no `ping` (PROTOCOL.md §3): it is stateless, there is nothing to keep alive.
 LEGACY_ONLY = frozenset({Era.LEGACY})
 
@@ -77,6 +81,10 @@ class Methods:
             "completion/complete": (BOTH, self._read(reads.complete)),
         }
 
+    def bridged(self) -> tuple[str, ...]:
+        """The client capabilities an upstream call declares for its caller (`route.channel`)."""
+        return WRAPPED if self._reads.wrapped() is not None else BRIDGED
+
     async def handle(self, era: Era, method: str, params: Mapping[str, Any],
                      site: CallSite) -> dict[str, Any]:
         """The result of `method` in `era`; raises `ProtocolError` (-32601 for a method `era`
@@ -84,7 +92,8 @@ class Methods:
         entry = self.table.get(method)
         if entry is not None and era in entry[0]:
             return await entry[1](params, site)
-        if entry is None and self._reads.wrapped() is not None:  # the wrapped upstream's own method
+        if entry is None and method not in OWNED and self._reads.wrapped() is not None:
+            # A method tfunnel has no meaning for: the wrapped upstream's own.
             return site.view(method, await self._reads.forward(method, params, site.reader()))
         raise ProtocolError(METHOD_NOT_FOUND, f"Method not found: {method}")
 

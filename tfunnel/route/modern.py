@@ -29,7 +29,7 @@ from tfunnel.protocol.jsonrpc import (
 )
 from tfunnel.protocol.results import ToolResult
 from tfunnel.route.bridge import Resume
-from tfunnel.route.channel import CONFIRM_SCHEMA, ModernChannel, progress_and_meta
+from tfunnel.route.channel import BRIDGED, CONFIRM_SCHEMA, ModernChannel, progress_and_meta
 from tfunnel.route.legacy import Resources
 from tfunnel.route.methods import INSTRUCTIONS, Methods
 from tfunnel.route.parking import Parking
@@ -80,7 +80,8 @@ class ModernAdapter:
         elif method == "subscriptions/listen":
             result = await self._listen(request, peer)
         else:
-            site = _ModernSite(request, env, peer, self._sealer, self.parking, self._notices)
+            site = _ModernSite(request, env, peer, self._sealer, self.parking, self._notices,
+                               self._methods.bridged)
             try:
                 result = await self._methods.handle(Era.MODERN, method, request.params, site)
             except ProtocolError as exc:
@@ -146,7 +147,8 @@ class _ModernSite:
     unanswered sealed into an `input_required` result out."""
 
     def __init__(self, request: Request, env: modern.Envelope, peer: Peer | None, sealer: mrtr.Sealer,
-                 parking: Parking, notices: Notices) -> None:
+                 parking: Parking, notices: Notices, bridged: Callable[[], tuple[str, ...]]) -> None:
+        self._bridged = bridged
         self._notices = notices
         self._request = request
         self._env = env
@@ -175,15 +177,26 @@ class _ModernSite:
         asked = frozenset(state.asked if state else ())
         return _asker(self._env, responses, self._approved, asked)
 
+    def _unsealed(self, responses: Mapping[str, Any],
+                  state: mrtr.RequestState | None) -> dict[str, Any] | None:
+        """Under a wrap, answers sent without any state of ours: the wrapped upstream's to judge
+        (a server may take inputResponses on a first request), so they go to it as they came."""
+        if state is not None or self._bridged() == BRIDGED:
+            return None
+        answers = {k: v for k, v in responses.items() if not k.startswith(CONFIRM_PREFIX)}
+        return answers or None
+
     def context(self) -> CallContext:
         responses, state = self._open()
         resume = None
         if state is not None and (state.upstream_state is not None or state.parked is not None):
             answers = {k: v for k, v in responses.items() if not k.startswith(CONFIRM_PREFIX)}
             resume = Resume(answers, state.upstream_state, state.parked)
+        elif (unsealed := self._unsealed(responses, state)) is not None:
+            resume = Resume(unsealed, "", None)
         channel = ModernChannel(self._env, self._peer, self._request.params, resume=resume,
                                 parking=self._parking, ask_user=self._ask(responses, state),
-                                notices=self._notices)
+                                notices=self._notices, bridged=self._bridged())
         return CallContext("", str(self._request.id), channel)
 
     def reader(self) -> Reader:
@@ -192,8 +205,15 @@ class _ModernSite:
         responses, state = self._open()
         progress, meta = progress_and_meta(self._request.params, self._peer)
         notify = self._peer.notify_nowait if self._peer is not None else None
+        continuation = None
+        if state is not None and state.upstream_state is not None:  # the upstream asked last round
+            answers = {k: v for k, v in responses.items() if not k.startswith(CONFIRM_PREFIX)}
+            continuation = {"inputResponses": answers,
+                            **({"requestState": state.upstream_state} if state.upstream_state else {})}
+        elif (unsealed := self._unsealed(responses, state)) is not None:
+            continuation = {"inputResponses": unsealed}
         return Reader("", str(self._request.id), self._ask(responses, state), meta, self._env.log_level,
-                      notify, progress)
+                      notify, progress, modern=True, continuation=continuation)
 
     def view(self, name: str, outcome: dict[str, Any] | NeedsInput) -> dict[str, Any]:
         if isinstance(outcome, NeedsInput):

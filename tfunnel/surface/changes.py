@@ -17,6 +17,13 @@ DEBOUNCE_S = 0.075
 KINDS = ("tools", "prompts", "resources")
 
 
+def announced(method: str) -> str | None:
+    """The list an upstream's `notifications/<kind>/list_changed` is about (None: another method).
+    A wrapped upstream's announcement reaches clients as it is, changed list or not."""
+    kind = method.removeprefix("notifications/").removesuffix("/list_changed")
+    return kind if kind in KINDS and method == f"notifications/{kind}/list_changed" else None
+
+
 class Changes:
     """A coalescing change counter: a waiter learns that something changed since it last looked,
     however many changes happened in between, and which lists (`changed_since`). Every

@@ -63,6 +63,10 @@ class Reader:
     notify: Callable[[str, dict[str, Any]], None] | None = None
     # Relays an upstream's progress on the read, when the reader gave a token and can be told.
     progress: Callable[[dict[str, Any]], None] | None = None
+    # A modern reader answers a wrapped upstream's `input_required` on its retry (MRTR): then
+    # `modern`, and on the retry what goes back to the upstream (its answers, its own state).
+    modern: bool = False
+    continuation: Mapping[str, Any] | None = None
 
 
 def upstream_error(code: int, message: str) -> ProtocolError:
@@ -114,7 +118,8 @@ class Reads:
         if allowed is not arguments:
             _check_arguments(allowed)
         return await self._forward(found.upstream, "prompts/get",
-                                   {"name": found.name, "arguments": dict(allowed)}, reader, call)
+                                   {**self._continuation(params, reader), "name": found.name,
+                                    "arguments": dict(allowed)}, reader, call)
 
     async def read_resource(self, params: Mapping[str, Any], reader: Reader) -> dict[str, Any] | NeedsInput:
         uri = params.get("uri")
@@ -136,7 +141,8 @@ class Reads:
             target = self._route(rewritten)
             self._refuse_held(target, uri, reader)
         try:
-            return await self._forward(target.upstream, "resources/read", {"uri": target.original},
+            return await self._forward(target.upstream, "resources/read",
+                                       {**self._continuation(params, reader), "uri": target.original},
                                        reader, call)
         except ProtocolError as exc:
             if exc.code not in (RESOURCE_NOT_FOUND, INVALID_PARAMS) or self._catalog().wrap is not None:
@@ -145,7 +151,7 @@ class Reads:
             # URI) names the URI the client asked for, as ours does (SEP-2164 `data.uri`).
             raise ProtocolError(exc.code, exc.message, {"uri": uri}) from None
 
-    async def complete(self, params: Mapping[str, Any], reader: Reader) -> dict[str, Any]:
+    async def complete(self, params: Mapping[str, Any], reader: Reader) -> dict[str, Any] | NeedsInput:
         ref = params.get("ref")
         argument = params.get("argument")
         if not isinstance(ref, Mapping) or not isinstance(argument, Mapping):
@@ -177,12 +183,20 @@ class Reads:
                 return dict(_EMPTY_COMPLETION)  # an upstream without completion: nothing to offer
             raise
 
+    def _continuation(self, params: Mapping[str, Any], reader: Reader) -> dict[str, Any]:
+        """Under a wrap, a modern reader's retry of a read its upstream answered `input_required`:
+        the answers and the upstream's own state go back to it as they came."""
+        if not reader.modern or reader.continuation is None or self._catalog().wrap is None:
+            return {}
+        return dict(reader.continuation)
+
     def wrapped(self) -> str | None:
         """The wrapped upstream's id, under a wrap."""
         wrap = self._catalog().wrap
         return wrap.upstream if wrap is not None else None
 
-    async def forward(self, method: str, params: Mapping[str, Any], reader: Reader) -> dict[str, Any]:
+    async def forward(self, method: str, params: Mapping[str, Any],
+                      reader: Reader) -> dict[str, Any] | NeedsInput:
         """Under a wrap: a request tfunnel has no meaning for, sent to the wrapped upstream as
         it came (the protocol's own `_meta` keys excepted) and answered as the upstream answers."""
         upstream = self.wrapped()
@@ -226,7 +240,7 @@ class Reads:
         return decision.updated_input if decision.updated_input is not None else call.args
 
     async def _forward(self, upstream: str, method: str, params: dict[str, Any], reader: Reader,
-                       call: ToolCall | None) -> dict[str, Any]:
+                       call: ToolCall | None) -> dict[str, Any] | NeedsInput:
         if reader.meta:
             params["_meta"] = dict(reader.meta)
         started = time.monotonic()
@@ -236,7 +250,11 @@ class Reads:
             with self._notices.during(upstream, reader.log_level, push):
                 result = await self._upstreams.request(upstream, method, params, log_level=reader.log_level,
                                                        on_progress=reader.progress)
-            if result.get("resultType", "complete") != "complete":
+            kind = result.get("resultType", "complete")
+            if kind == "input_required" and reader.modern and self._catalog().wrap is not None:
+                ok = True  # the wrapped upstream's question is the client's, as it asked it
+                return _questions(upstream, result)
+            if kind != "complete":
                 raise ProtocolError(INTERNAL_ERROR, f"upstream {upstream!r} asked for input on {method}; "
                                     "tfunnel relays that for tools/call only")
             ok = True
@@ -252,6 +270,16 @@ class Reads:
                 self._audit.record("tool", name=call.surfaced, mode=call.mode, ok=ok,
                                    durationMs=round((time.monotonic() - started) * 1000, 1),
                                    session=call.session_id, args=self._audit.redact(dict(call.args)))
+
+
+def _questions(upstream: str, result: Mapping[str, Any]) -> NeedsInput:
+    """A wrapped upstream's `input_required` answer to a read, for its modern client (its own
+    requestState is sealed inside ours by the era adapter, and goes back to it on the retry)."""
+    requests, state = result.get("inputRequests"), result.get("requestState")
+    if not isinstance(requests, Mapping) or not requests or not (state is None or isinstance(state, str)):
+        raise ProtocolError(INTERNAL_ERROR, f"upstream {upstream!r} answered input_required without "
+                            "valid inputRequests")
+    return NeedsInput(dict(requests), upstream_state=state or "")
 
 
 def _paged(key: str, items: list[dict[str, Any]], cursor: Any) -> dict[str, Any]:

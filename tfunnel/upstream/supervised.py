@@ -317,7 +317,7 @@ class Upstream:
             for kind in kinds:
                 if nursery and (kind is TOOLS or declared(kind, self.capabilities)):
                     self._relists[kind.name].request(nursery[0])
-            return
+        # Also told as it came (a list_changed too: a wrapped upstream's reaches clients as is).
         self._ctx.on_notification(self.spec.id, note)
 
     async def _relist(self, kind: Kind) -> None:
