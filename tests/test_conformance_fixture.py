@@ -45,18 +45,8 @@ from tests.interop import (
 )
 
 BASELINE = EXPECTED_FAILURES_DIR / "expected-failures-none.yml"
-# What tfunnel does not yet carry through a wrap (the checks, with why: tests/conformance/), to
-# shrink to nothing. The CLI fails on a listed check that passes, so a closed gap fails the run.
-WRAPPED_BASELINE = EXPECTED_FAILURES_DIR / "expected-failures-wrapped.yml"
-# The dual-era fixture serves these legacy-era tools by server-to-client requests, which the SDK
-# refuses on a modern-era connection, and tfunnel talks to a dual-era upstream in the modern era
-# only (one connection per upstream): a legacy client would need a legacy-era connection of its own.
-_LEGACY_ONLY_TOOLS = "needs a legacy-era connection to a dual-era upstream"
+# What tfunnel does not yet carry through a wrap, by scenario, with why (to shrink to nothing).
 WRAP_GAPS: dict[str, str] = {
-    "tools-call-sampling": _LEGACY_ONLY_TOOLS,
-    "tools-call-elicitation": _LEGACY_ONLY_TOOLS,
-    "elicitation-sep1034-defaults": _LEGACY_ONLY_TOOLS,
-    "elicitation-sep1330-enums": _LEGACY_ONLY_TOOLS,
     # tfunnel answers a POST with JSON when it has nothing to stream first, and does not offer
     # SSE resumability (SEP-1699): the scenario has nothing to check (exit 0, INFO only).
     "server-sse-polling": "Server returned JSON instead of SSE stream",
@@ -189,16 +179,15 @@ async def test_conformance_scenario(request: pytest.FixtureRequest, target: str,
     gap = WRAP_GAPS.get(scenario) if request.node.callspec.params["target"] == "wrapped" else None
     result = await run_conformance_async(target, scenario, out_dir=tmp_path / "results",
                                          spec_version=spec_version,
-                                         expected_failures=BASELINE if gap is None else WRAPPED_BASELINE,
+                                         expected_failures=BASELINE,
                                          timeout_s=90)
     if gap is None:
         assert_clean(result)
         return
-    # A known gap of the wrap: the suite's own verdict under its baseline (no other failure, no
-    # stale entry), and still for the reason written down.
+    # A known gap of the wrap: the suite's own verdict (nothing failed or warned), and nothing
+    # to check for the reason written down.
     assert not result.not_applicable and result.exit_status == 0, result.summary()
-    if gap != _LEGACY_ONLY_TOOLS:
-        assert any(gap in str(check.details) for check in result.checks), result.summary()
+    assert not result.passed and any(gap in str(check.details) for check in result.checks), result.summary()
 
 
 @pytest.mark.timeout(90)

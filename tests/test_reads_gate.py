@@ -49,7 +49,8 @@ class Recorder:
 
     async def request(self, upstream_id: str, method: str, params: dict[str, Any], *,
                       log_level: str | None = None,
-                      on_progress: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+                      on_progress: Callable[[dict[str, Any]], None] | None = None,
+                      legacy_client: bool = False) -> dict[str, Any]:
         self.seen.append((upstream_id, method, params))
         if on_progress is not None:  # the upstream reports progress on the read
             on_progress({"progressToken": "ours", "progress": 1, "total": 2})

@@ -209,7 +209,8 @@ class NotFoundUpstream:
 
     async def request(self, upstream_id: str, method: str, params: dict[str, Any], *,
                       log_level: str | None = None,
-                      on_progress: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+                      on_progress: Callable[[dict[str, Any]], None] | None = None,
+                      legacy_client: bool = False) -> dict[str, Any]:
         self.asked.append(params["uri"])
         raise UpstreamRemoteError("not found", code=self.code, remote_message="Unknown resource",
                                   data={"uri": params["uri"], "secret": "upstream's own"})

@@ -7,6 +7,7 @@ funnel surface."""
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -160,14 +161,56 @@ def test_which_upstream_notifications_announce_a_list(method: str, kind: str | N
 async def test_a_wrapped_upstreams_list_changed_reaches_the_client_even_when_nothing_changed(
         home: Path) -> None:
     """The conformance fixture's trigger adds and removes a tool and announces it: the list is
-    the same, and the client still hears what the server said (as it would directly)."""
+    the same, and the client still hears what the server said, on its listen stream (as it would
+    directly; the fixture announces it in the modern era only)."""
     set_upstreams(home, {"id": "conf", "command": sys.executable,
                          "args": [str(CONFORMANCE_FIXTURE), "--prefix", "test_"]})
     wrap_state(home, {"passthrough": "conf"})
     async with gateway(home) as wire:
-        await wire.initialize()
-        answer = await call(wire, 1, "test_trigger_tool_change", {})
+        await wire.send({"jsonrpc": "2.0", "id": "L", "method": "subscriptions/listen",
+                         "params": modern({"notifications": {"toolsListChanged": True}})})
+        with trio.fail_after(10):
+            while (await wire.recv()).get("method") != "notifications/subscriptions/acknowledged":
+                pass
+        answer = await wire.request(1, "tools/call", modern({"name": "test_trigger_tool_change",
+                                                            "arguments": {}}))
         assert answer["result"]["content"][0]["text"] == "tool list changed"
         with trio.fail_after(10):
-            while (await wire.recv()).get("method") != "notifications/tools/list_changed":
+            while (note := await wire.recv()).get("method") != "notifications/tools/list_changed":
                 pass
+        assert note["params"]["_meta"] == {"io.modelcontextprotocol/subscriptionId": "L"}
+
+
+async def test_a_legacy_client_meets_a_dual_era_upstream_in_the_legacy_era(home: Path) -> None:
+    """The conformance fixture serves one era per connection, and its `test_elicitation` asks by
+    a server-to-client request, which only its legacy era can send. tfunnel reaches it in the
+    modern era; a legacy client under a wrap gets a legacy-era twin of it, so the question
+    reaches that client as a real `elicitation/create`. Lifting the wrap stops the twin."""
+    set_upstreams(home, {"id": "conf", "command": sys.executable,
+                         "args": [str(CONFORMANCE_FIXTURE), "--prefix", "test_"]})
+    wrap_state(home, {"passthrough": "conf"})
+    async with gateway(home) as wire:
+        await wire.request("i", "initialize", {"protocolVersion": "2025-11-25",
+                                               "capabilities": {"elicitation": {}},
+                                               "clientInfo": {"name": "w", "version": "1"}})
+        await wire.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        assert b"legacy twin starting" in wire.stderr
+        pids = [int(p) for p in re.findall(rb'"pid": (\d+), "peer": "pid \d+", "event": "upstream starting"',
+                                           wire.stderr)]
+        # The supervised one (started again to present this client as itself), then the twin.
+        main, twin = pids[-2:]
+        await wire.send({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                         "params": {"name": "test_elicitation", "arguments": {"message": "name?"}}})
+        with trio.fail_after(20):
+            while (asked := await wire.recv()).get("method") != "elicitation/create":
+                pass
+        assert asked["params"]["message"] == "name?"
+        await wire.send({"jsonrpc": "2.0", "id": asked["id"],
+                         "result": {"action": "accept", "content": {"response": "Ada"}}})
+        answer = (await wire.reply_to(1))["result"]
+        assert "Ada" in json.dumps(answer) and not answer.get("isError")
+        wrap_state(home, {})
+        # Unwrapped, the twin goes (and the supervised one too: the guard refuses it again).
+        with trio.fail_after(20):
+            while alive(twin) or alive(main):
+                await trio.sleep(0.1)

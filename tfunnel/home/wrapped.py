@@ -73,17 +73,21 @@ class Faces:
 
     async def meet(self, client_info: Mapping[str, Any], capabilities: Mapping[str, Any],
                    requests: ServerRequests | None) -> None:
-        """A client initialized. Under a stdio wrap it is presented upstream as itself (its
+        """A legacy client initialized. Under a stdio wrap it is presented upstream as itself (its
         clientInfo and the capabilities tfunnel carries back to it; `requests` answers the
-        upstream's questions no call owns), the upstream connecting again if it knew another."""
+        upstream's questions no call owns), the upstream connecting again if it knew another;
+        under any wrap, a dual-era upstream gets a legacy-era twin for such clients."""
         wrap = self._live.catalog.wrap
-        if wrap is None or not self.mirroring:
+        if wrap is None:
             return
-        name, version = client_info.get("name"), client_info.get("version")
-        declared = {k: v for k, v in capabilities.items() if k in MIRRORED_CAPABILITIES}
-        identity = Identity(name if isinstance(name, str) and name else self._live.settings.client_name,
-                            version if isinstance(version, str) and version else "0.0.0", declared)
-        await self._supervisor.mirror(wrap.upstream, Mirror(identity, requests))
+        if self.mirroring:
+            name, version = client_info.get("name"), client_info.get("version")
+            declared = {k: v for k, v in capabilities.items() if k in MIRRORED_CAPABILITIES}
+            identity = Identity(name if isinstance(name, str) and name else self._live.settings.client_name,
+                                version if isinstance(version, str) and version else "0.0.0", declared)
+            await self._supervisor.mirror(wrap.upstream, Mirror(identity, requests))
+        # A legacy client of a dual-era upstream meets it in the legacy era (`upstream.twins`).
+        await self._supervisor.legacy_twin(wrap.upstream)
 
     async def settle(self) -> None:
         """Wait (bounded by the start window) while the wrapped upstream makes its first

@@ -58,7 +58,8 @@ class LegacyChannel:
 
     async def call_upstream(self, upstreams: Upstreams, upstream: str, tool: str,
                             arguments: Mapping[str, Any]) -> dict[str, Any] | NeedsInput:
-        call = UpstreamCall(upstream, tool, arguments, self._meta, self._capabilities, self._log_level)
+        call = UpstreamCall(upstream, tool, arguments, self._meta, self._capabilities, self._log_level,
+                            legacy_client=True)
         return await bridge.legacy_call(upstreams, call, self._requests, self._progress)
 
 

@@ -45,7 +45,8 @@ _EMPTY_COMPLETION: dict[str, Any] = {"completion": {"values": [], "hasMore": Fal
 class UpstreamRequests(Protocol):
     async def request(self, upstream_id: str, method: str, params: dict[str, Any], *,
                       log_level: str | None = None,
-                      on_progress: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]: ...
+                      on_progress: Callable[[dict[str, Any]], None] | None = None,
+                      legacy_client: bool = False) -> dict[str, Any]: ...
 
 
 @dataclass(frozen=True)
@@ -249,7 +250,8 @@ class Reads:
         try:
             with self._notices.during(upstream, reader.log_level, push):
                 result = await self._upstreams.request(upstream, method, params, log_level=reader.log_level,
-                                                       on_progress=reader.progress)
+                                                       on_progress=reader.progress,
+                                                       legacy_client=not reader.modern)
             kind = result.get("resultType", "complete")
             if kind == "input_required" and reader.modern and self._catalog().wrap is not None:
                 ok = True  # the wrapped upstream's question is the client's, as it asked it

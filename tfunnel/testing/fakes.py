@@ -23,5 +23,6 @@ class NoUpstreams:
 
     async def request(self, upstream_id: str, method: str, params: dict[str, Any], *,
                       log_level: str | None = None,
-                      on_progress: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+                      on_progress: Callable[[dict[str, Any]], None] | None = None,
+                      legacy_client: bool = False) -> dict[str, Any]:
         raise UpstreamUnavailable(f"upstream {upstream_id!r} is not configured")

@@ -28,6 +28,9 @@ class UpstreamCall:
     capabilities: Mapping[str, Any] = field(default_factory=dict)
     log_level: str | None = None
     continuation: Mapping[str, Any] | None = None
+    # Whether the caller is a legacy client (a wrapped dual-era upstream answers it on its
+    # legacy-era twin, `upstream.twins`).
+    legacy_client: bool = False
 
     def params(self, *, modern: bool) -> dict[str, Any]:
         """The `tools/call` params for an upstream of that era. They hold the call's arguments and

@@ -26,6 +26,7 @@ from tfunnel.upstream.listing import Items
 from tfunnel.upstream.states import Context, Identity, Mirror, State, UpstreamStatistics
 from tfunnel.upstream.supervised import Upstream
 from tfunnel.upstream.transport import TransportFactory
+from tfunnel.upstream.twins import Twins
 
 __all__ = ["Context", "Identity", "Mirror", "State", "Supervisor", "Upstream", "UpstreamStatistics"]
 
@@ -54,6 +55,8 @@ class Supervisor:
         self._log_level: str | None = None
         # The client each upstream presents as us (a stdio wrap's), for its later incarnations too.
         self._mirrors: dict[str, Mirror] = {}
+        # Legacy-era connections of a wrapped dual-era upstream, for its legacy clients.
+        self.twins = Twins(ctx, transports, self._startup_deadline_s)
 
     async def run(self, config: ExposeConfig, *,
                   task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -69,7 +72,7 @@ class Supervisor:
         """Start every enabled upstream concurrently; report started as soon as each is known (so
         a call may wait for the one it needs); supervise until cancelled."""
         async with trio.open_nursery() as nursery:
-            self._nursery = nursery
+            self._nursery = self.twins.nursery = nursery
             self._expose = config.expose
             async with self._lock:
                 for spec in config.upstreams:
@@ -150,6 +153,7 @@ class Supervisor:
             self.upstreams[upstream_id].halting = True  # what it records: a reload, not a failure
             scope.cancel()
             await finished.wait()
+        self.twins.drop(upstream_id)
         gone = self.upstreams.pop(upstream_id)
         # Calls waiting for it wake up and look again (for its successor, if there is one).
         gone.stopped_reason = f"upstream {upstream_id!r} was changed or removed in mcp/expose.json"
@@ -167,6 +171,8 @@ class Supervisor:
         if upstream is None or not upstream.spec.enabled:
             return
         upstream.mirror = mirror
+        if self.twins.set_mirror(upstream_id, mirror) is not None:
+            self.twins.drop(upstream_id)  # it presented another client: the next one starts afresh
         wanted = mirror.identity if mirror is not None else self._ctx.identity
         if upstream.presented is not None and upstream.presented != wanted:
             log.info("upstream connects again as the wrap's client", upstream=upstream_id,
@@ -174,12 +180,21 @@ class Supervisor:
             await self._restart(upstream.spec)
         await self.wait_ready(upstream_id)
 
+    async def legacy_twin(self, upstream_id: str) -> None:
+        """A wrap's legacy client arrived: a modern-era connection to a dual-era upstream gets a
+        legacy-era twin for it (`upstream.twins`), waited for (bounded)."""
+        main = self.upstreams.get(upstream_id)
+        if main is not None:
+            await self.twins.ensure(main, self._mirrors.get(upstream_id),
+                                    self._wanted.get(upstream_id, frozenset()), self._log_level)
+
     def rewrapped(self, before: str | None, after: str | None) -> None:
         """The wrap moved from `before` to `after` (either None: no wrap). The isolation guard
         spares the wrapped upstream alone, so each of the two whose definition the guard refuses
         starts again: `after` (refused until now), `before` (spared until now). A client that
         `before` mirrored is forgotten (its next handshake presents us)."""
         assert self._nursery is not None
+        self.twins.drop(before)
         if before is not None and self._mirrors.pop(before, None) is not None and before in self.upstreams:
             self.upstreams[before].mirror = None
         for upstream_id in dict.fromkeys((before, after)):
@@ -204,12 +219,14 @@ class Supervisor:
         upstream = self.upstreams.get(upstream_id)
         if upstream is not None:
             upstream.set_subscriptions(uris)
+        self.twins.set_subscriptions(upstream_id, uris)
 
     def set_log_level(self, level: str | None) -> None:
         """The lowest log level a legacy client asked for, for every upstream."""
         self._log_level = level
         for upstream in self.upstreams.values():
             upstream.set_log_level(level)
+        self.twins.set_log_level(level)
 
     async def discover(self, spec: UpstreamSpec) -> tuple[dict[str, Items], str | None]:
         """Connect `spec` once, apart from the supervised upstreams (whether it is enabled or not),
@@ -272,16 +289,23 @@ class Supervisor:
 
     async def request(self, upstream_id: str, method: str, params: dict[str, Any], *,
                       log_level: str | None = None,
-                      on_progress: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
-        """`Upstream.request` on the upstream `upstream_id`."""
+                      on_progress: Callable[[dict[str, Any]], None] | None = None,
+                      legacy_client: bool = False) -> dict[str, Any]:
+        """`Upstream.request` on the upstream `upstream_id` (for a legacy client, its legacy
+        twin when it has a ready one)."""
         upstream = self.upstreams.get(upstream_id)
+        if legacy_client:
+            upstream = self.twins.for_legacy(upstream) or upstream
         if upstream is None:
             raise UpstreamUnavailable(f"upstream {upstream_id!r} is not configured")
         return await upstream.request(method, params, log_level=log_level, on_progress=on_progress)
 
     async def call_tool(self, call: UpstreamCall, channel: CallChannel | None = None) -> dict[str, Any]:
-        """`Upstream.call_tool` on the upstream `call.upstream`."""
+        """`Upstream.call_tool` on the upstream `call.upstream` (for a legacy client, its legacy
+        twin when it has a ready one)."""
         upstream = self.upstreams.get(call.upstream)
+        if call.legacy_client:
+            upstream = self.twins.for_legacy(upstream) or upstream
         if upstream is None:
             raise UpstreamUnavailable(f"upstream {call.upstream!r} is not configured")
         return await upstream.call_tool(call, channel)
