@@ -20,7 +20,7 @@ from tests.interop import CONFORMANCE_FIXTURE
 from tests.test_audit import configure, records
 from tests.test_modern_stdio import modern
 from tests.upstreams import mock_upstream, set_upstreams
-from tests.wire import Wire, alive, gateway
+from tests.wire import Wire, alive, gateway, wait_for_file
 from tfunnel.observe.audit import DEFAULT_PATH
 from tfunnel.surface.changes import announced
 
@@ -214,3 +214,26 @@ async def test_a_legacy_client_meets_a_dual_era_upstream_in_the_legacy_era(home:
         with trio.fail_after(20):
             while alive(twin) or alive(main):
                 await trio.sleep(0.1)
+
+
+async def test_a_cancelled_wrapped_call_is_cancelled_upstream_by_its_own_id(home: Path,
+                                                                            tmp_path: Path) -> None:
+    """Progress reaches the client under its own token, and a cancel reaches the upstream with the
+    upstream's own request id (the gateway's leg), not the client's."""
+    cancel_log = tmp_path / "cancels"  # outside the home: a wrap suspends the isolation guard
+    set_upstreams(home, mock_upstream("mock", "--cancel-log", str(cancel_log)))
+    wrap_state(home, {"passthrough": "mock"})
+    async with gateway(home) as wire:
+        await wire.initialize()
+        progress = await call(wire, 1, "progress", {"steps": 2}, {"_meta": {"progressToken": "tok"}})
+        assert not progress["result"].get("isError"), progress
+        beats = [m for m in wire.stash if m.get("method") == "notifications/progress"]
+        assert beats and all(m["params"]["progressToken"] == "tok" for m in beats)
+        await wire.send({"jsonrpc": "2.0", "id": "client-7", "method": "tools/call",
+                         "params": {"name": "slow", "arguments": {"seconds": 30}}})
+        await trio.sleep(0.5)
+        await wire.send({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                         "params": {"requestId": "client-7"}})
+        logged = json.loads(await wait_for_file(cancel_log))
+        assert isinstance(logged, int)
+        await wire.expect_no_reply(0.5)
