@@ -264,3 +264,25 @@ async def test_tf_accept_change_needs_the_users_confirmation(home: Path, tmp_pat
         assert accepted.structured_content == {"ok": True, "accepted": {"shift": ["tool:touch"]}}
         await until(lambda: _accepted(client))
     assert len(asked) == 2 and "loosens the gate" in asked[0] and "description changed" in asked[0]
+
+
+async def test_under_a_wrap_a_changed_tool_is_held_and_its_call_refused(home: Path, tmp_path: Path) -> None:
+    """Pinning applies to a wrapped upstream: a descriptor that changes after first sight is listed
+    with its approved fields behind the warning, under its own name, and its call is refused
+    before the upstream (or any hook) sees it."""
+    attach(home, tmp_path, spec(tmp_path))
+    (home / "tools" / "tools.state.json").write_text(json.dumps({"passthrough": "shift"}))
+    async with sdk_client(home) as client:
+        assert text(await client.call_tool("touch", {"text": "x"})) == "ran tool touch"
+        write_spec(tmp_path, spec(tmp_path, tools=[{**TOUCH, **CHANGES["description"]}]))
+
+        async def held() -> str:
+            tools = {t.name: t for t in (await client.list_tools()).tools}
+            shown = tools["touch"].description or ""
+            return shown if shown.startswith("[held by tfunnel: ") else ""
+
+        assert "description" in await until(held)
+        refused = await client.call_tool("touch", {"text": "x"})
+        assert refused.is_error and "held by tfunnel's tool approvals" in text(refused)
+    assert ran(tmp_path) == ["tool touch"]
+    assert any(r.get("event") == "refused" and r.get("name") == "shift_touch" for r in audit(home))
