@@ -136,7 +136,15 @@ async def test_everything_wrapped_over_http_is_the_server_itself(home: Path, mod
     with trio.fail_after(120):
         async with http_gateway(home) as gw, http_client(f"{gw.url}/mcp", mode) as client:
             got = await surface(client)
+            async with httpx2.AsyncClient(timeout=10) as http:
+                doc = (await http.get(f"{gw.url}/health")).json()
+                metrics = (await http.get(f"{gw.url}/metrics")).text
     same(got, expected)
+    # The operator's view stays complete: the wrap, its upstream, the calls by their usual names.
+    assert doc["wrap"] == {"upstream": "everything", "as": "everything", "state": "ready"}
+    assert doc["status"] == "ok" and doc["upstreams"]["everything"]["state"] == "ready"
+    assert 'tfunnel_upstream_state{state="ready",upstream="everything"} 1.0' in metrics
+    assert 'tool="everything_get-tiny-image"' in metrics
 
 
 async def test_a_disabled_tool_is_hidden_and_refused_and_no_funnel_tool_shows(home: Path) -> None:
