@@ -363,6 +363,8 @@ async def run_stdio(gateway: Gateway) -> int:
     live = gateway.live
     limits = live.settings.limits
     gateway.faces.mirroring = True  # one client: under a wrap, presented upstream as itself
+    if live.state.passthrough is not None:  # ... from its first handshake on
+        gateway.supervisor.expect_client(live.state.passthrough)
     server = StdioServer(gateway.router, live.tools_changed,
                          max_message_bytes=limits.max_message_bytes, grace_s=limits.shutdown_grace_s,
                          serve_legacy=lambda: live.settings.serve_legacy)

@@ -86,6 +86,8 @@ class Faces:
             identity = Identity(name if isinstance(name, str) and name else self._live.settings.client_name,
                                 version if isinstance(version, str) and version else "0.0.0", declared)
             await self._supervisor.mirror(wrap.upstream, Mirror(identity, requests))
+        else:
+            await self.settle()
         # A legacy client of a dual-era upstream meets it in the legacy era (`upstream.twins`).
         await self._supervisor.legacy_twin(wrap.upstream)
 
@@ -94,6 +96,7 @@ class Faces:
         connection: a client spawning the gateway asks at once, and must meet the upstream."""
         upstream = self.waiting()
         if upstream is not None:
+            self._supervisor.release_client(upstream)  # no legacy initialize to present: go on
             await self._supervisor.wait_ready(upstream)
 
     def _instructions(self, upstream: str) -> str:

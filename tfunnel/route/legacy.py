@@ -73,11 +73,16 @@ class LegacyAdapter:
         return await self._methods.handle(Era.LEGACY, method, request.params,
                                           _LegacySite(session, request, peer, self._methods.bridged))
 
-    async def _met(self, session: ClientSession, peer: Peer | None) -> None:
-        if self._meet is not None:
-            requests = server_requests(session.capabilities, peer) if peer is not None and peer.can_request \
-                else None
-            await self._meet(session.client_info, session.capabilities, requests)
+    async def _met(self, params: dict[str, Any], peer: Peer | None) -> None:
+        """Tell of the client before it is answered (what it offered; `legacy.initialize` then
+        checks it): under a wrap it may be presented upstream, which the answer then shows."""
+        if self._meet is None:
+            return
+        info, capabilities = params.get("clientInfo"), params.get("capabilities")
+        info = info if isinstance(info, dict) else {}
+        capabilities = capabilities if isinstance(capabilities, dict) else {}
+        requests = server_requests(capabilities, peer) if peer is not None and peer.can_request else None
+        await self._meet(info, capabilities, requests)
 
     def _set_level(self, session: ClientSession, params: dict[str, Any]) -> dict[str, Any]:
         level = params.get("level")
@@ -116,10 +121,10 @@ class LegacyAdapter:
 
     async def _initialize(self, session: ClientSession, params: dict[str, Any],
                           peer: Peer | None) -> dict[str, Any]:
+        await self._met(params, peer)
         face = self._face()
         result = legacy.initialize(session, params, face.server_info, face.instructions,
                                    face.capabilities_copy() if face.wrapped is not None else None)
-        await self._met(session, peer)
         context = await self._hooks.session_start(session.id)
         if context:
             shown = result.get("instructions")

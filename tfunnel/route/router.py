@@ -57,7 +57,7 @@ class Router:
         """Answer `request` in `era`, which the connection decided (`route.eras.select_era`, the
         one rule). Raises `ProtocolError` for an error answer; anything else it raises is a bug,
         which the connection core answers -32603."""
-        if self._settle is not None and (era is Era.MODERN or request.method == "initialize"):
+        if self._settle is not None and era is Era.MODERN:  # a legacy client settles at initialize
             await self._settle()
         if request.method in NEEDS:
             self._face().refuse_undeclared(request.method)

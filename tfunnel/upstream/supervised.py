@@ -45,6 +45,8 @@ from tfunnel.upstream.transport import MessageStream, SpawnFailed, TransportFact
 
 log = structlog.get_logger("tfunnel.upstream")
 
+# How long a wrapped upstream's first handshake waits for the stdio client it presents.
+CLIENT_DUE_S = 2.0
 # Calls in flight to one upstream at once; more wait their turn instead of piling onto its stdin.
 MAX_CONCURRENT_CALLS = 64
 # Requests other than tools/call that an upstream answers for a client, and whether each is a
@@ -99,6 +101,8 @@ class Upstream:
         # identity the current (or last) handshake presented.
         self.mirror: Mirror | None = None
         self.presented: Identity | None = None
+        # Set once the client a stdio wrap presents is known (`Supervisor.expect_client`).
+        self.client_due: trio.Event | None = None
 
     @property
     def tools(self) -> Items:
@@ -279,6 +283,10 @@ class Upstream:
         ended.set()
 
     async def _handshake(self, session: UpstreamSession, nursery: trio.Nursery) -> None:
+        due = self.client_due
+        if self.mirror is None and due is not None and not due.is_set():
+            with trio.move_on_after(CLIENT_DUE_S):  # the client a stdio wrap presents, about to arrive
+                await due.wait()
         identity = self.mirror.identity if self.mirror is not None else self._ctx.identity
         self.presented = identity
         connection = await handshake.connect(session, self.spec, identity.client_info(), self.connection,

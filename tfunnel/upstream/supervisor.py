@@ -55,6 +55,8 @@ class Supervisor:
         self._log_level: str | None = None
         # The client each upstream presents as us (a stdio wrap's), for its later incarnations too.
         self._mirrors: dict[str, Mirror] = {}
+        # Upstreams whose first handshake waits (bounded) for the client a stdio wrap presents.
+        self._client_due: dict[str, trio.Event] = {}
         # Legacy-era connections of a wrapped dual-era upstream, for its legacy clients.
         self.twins = Twins(ctx, transports, self._startup_deadline_s)
 
@@ -127,6 +129,7 @@ class Supervisor:
         self.upstreams[spec.id] = upstream
         upstream.wanted_uris = self._wanted.get(spec.id, frozenset())
         upstream.mirror = self._mirrors.get(spec.id)
+        upstream.client_due = self._client_due.get(spec.id)
         upstream.log_level = self._log_level
         if not spec.enabled:
             return
@@ -159,6 +162,18 @@ class Supervisor:
         gone.stopped_reason = f"upstream {upstream_id!r} was changed or removed in mcp/expose.json"
         gone._set(State.STOPPED)
 
+    def expect_client(self, upstream_id: str) -> None:
+        """A stdio wrap's client is about to initialize: `upstream_id`'s first handshake waits for
+        it (bounded, `CLIENT_DUE_S`), so it presents that client at once instead of connecting
+        again for it."""
+        self._client_due.setdefault(upstream_id, trio.Event())
+
+    def release_client(self, upstream_id: str) -> None:
+        """No client to present is coming (a modern client asked first): the handshake goes on."""
+        due = self._client_due.pop(upstream_id, None)
+        if due is not None:
+            due.set()
+
     async def mirror(self, upstream_id: str, mirror: Mirror | None) -> None:
         """Present `mirror` to `upstream_id` from now on, in every handshake (None: our own
         identity). An upstream whose handshake presented another identity connects again; this
@@ -171,6 +186,7 @@ class Supervisor:
         if upstream is None or not upstream.spec.enabled:
             return
         upstream.mirror = mirror
+        self.release_client(upstream_id)  # a handshake waiting for this client presents it now
         if self.twins.set_mirror(upstream_id, mirror) is not None:
             self.twins.drop(upstream_id)  # it presented another client: the next one starts afresh
         wanted = mirror.identity if mirror is not None else self._ctx.identity
