@@ -100,7 +100,9 @@ async def want() -> dict[str, Any]:
 
 
 def same(got: dict[str, Any], expected: dict[str, Any]) -> None:
-    assert got["face"] == expected["face"]
+    # tfunnel does not carry task-augmented calls, so a wrapped server's `tasks` is not shown.
+    carried = {k: v for k, v in expected["face"]["capabilities"].items() if k != "tasks"}
+    assert got["face"] == {**expected["face"], "capabilities": carried}
     assert [t["name"] for t in got["tools"]] == [t["name"] for t in expected["tools"]]
     assert got["tools"] == expected["tools"]
     assert got["calls"] == expected["calls"]

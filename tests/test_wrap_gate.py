@@ -11,6 +11,7 @@ import re
 import sys
 from pathlib import Path
 from typing import Any
+from unittest.mock import Mock
 
 import pytest
 import trio
@@ -22,6 +23,7 @@ from tests.test_modern_stdio import modern
 from tests.upstreams import mock_upstream, set_upstreams
 from tests.wire import Wire, alive, gateway, wait_for_file
 from tfunnel.observe.audit import DEFAULT_PATH
+from tfunnel.route.methods import OWNED, Methods, forwardable
 from tfunnel.surface.changes import announced
 
 pytestmark = pytest.mark.timeout(60)
@@ -61,8 +63,7 @@ async def test_a_wrapped_call_passes_the_gate_by_its_names(home: Path, tmp_path:
     assert answer.get("isError", False) is denied and ran is not denied
     if denied:
         assert "exit-2 says no" in answer["content"][0]["text"]
-    gate = [r for r in records(home / DEFAULT_PATH) if r.get("kind", r.get("type")) == "gate"
-            or "decision" in r]
+    gate = [r for r in records(home / DEFAULT_PATH) if r["type"] == "gate"]
     assert gate and gate[-1]["decision"] == ("deny" if denied else "allow")
     assert gate[-1]["tool"] == "mock_echo"
 
@@ -237,3 +238,57 @@ async def test_a_cancelled_wrapped_call_is_cancelled_upstream_by_its_own_id(home
         logged = json.loads(await wait_for_file(cancel_log))
         assert isinstance(logged, int)
         await wire.expect_no_reply(0.5)
+
+
+@pytest.mark.parametrize(("method", "forwarded"), [
+    ("custom/thing", True), ("x", True), ("completion/other", True),
+    ("tools/call", False), ("Tools/call", False), ("tools/call/", False), ("TOOLS/LIST", False),
+    ("tools/anything", False), ("notifications/cancelled", False), ("notifications/initialized", False),
+    ("logging/setlevel", False), ("Initialize", False), ("PROMPTS/GET", False),
+    ("sampling/createMessage", False), ("elicitation/create", False), ("roots/list", False),
+    ("tasks/get", False), ("Tasks/Cancel", False),
+])
+def test_which_methods_may_go_to_the_wrapped_upstream(method: str, forwarded: bool) -> None:
+    assert forwardable(method) is forwarded
+
+
+def test_every_method_tfunnel_answers_is_known_in_every_spelling() -> None:
+    table = Methods(Mock(), Mock()).table
+    assert all(not forwardable(name) and not forwardable(name.upper()) for name in (*table, *OWNED))
+
+
+async def test_only_methods_of_the_upstreams_own_are_forwarded_and_each_is_audited(
+        home: Path, tmp_path: Path) -> None:
+    log = tmp_path / "methods.log"
+    set_upstreams(home, mock_upstream("mock", "--method-log", str(log)))
+    wrap_state(home, {"passthrough": "mock"})
+    configure(home, {"enabled": True})
+    async with gateway(home) as wire:
+        await wire.initialize()
+        for index, method in enumerate(("Tools/call", "notifications/cancelled", "sampling/createMessage",
+                                        "tasks/get", "custom/thing")):
+            reply = await wire.request(index, method, {"name": "echo", "arguments": {"text": "x"}})
+            assert "error" in reply
+    seen = methods(log)
+    assert "custom/thing" in seen
+    assert not {"Tools/call", "notifications/cancelled", "sampling/createMessage", "tasks/get"} & set(seen)
+    assert [r["method"] for r in records(home / DEFAULT_PATH) if r["type"] == "forward"] == ["custom/thing"]
+
+
+async def test_lifting_a_stdio_wrap_connects_the_upstream_again_as_the_gateway(home: Path,
+                                                                                 tmp_path: Path) -> None:
+    """The client a stdio wrap presented upstream (its capabilities, its answers to the upstream's
+    own requests) is the wrap's only: unwrapped, the upstream connects again as the gateway."""
+    log = home / "methods.log"  # inside the home: unwrapped, the isolation guard allows it again
+    set_upstreams(home, mock_upstream("mock", "--method-log", str(log)))
+    wrap_state(home, {"passthrough": "mock"})
+    async with gateway(home) as wire:  # the test starts once the upstream connected (as us)
+        await wire.request("i", "initialize", {"protocolVersion": "2025-11-25",
+                                               "capabilities": {"sampling": {}, "roots": {}},
+                                               "clientInfo": {"name": "desk", "version": "9"}})
+        assert methods(log).count("initialize") == 2  # again, presenting the client
+        wrap_state(home, {})
+        with trio.move_on_after(20):
+            while methods(log).count("initialize") < 3:
+                await trio.sleep(0.1)
+        assert methods(log).count("initialize") == 3, wire.stderr.decode()[-3000:]

@@ -12,7 +12,7 @@ from typing import Any
 
 from tfunnel.home.live import Live
 from tfunnel.home.reviewed import Reviewed
-from tfunnel.surface.face import Face, funnel_face, unknown_identity
+from tfunnel.surface.face import UNCARRIED, Face, funnel_face, unknown_identity
 from tfunnel.upstream.handshake import Connection
 from tfunnel.upstream.session import ServerRequests
 from tfunnel.upstream.supervisor import Identity, Mirror, Supervisor, Upstream
@@ -46,8 +46,8 @@ class Faces:
         connection = self._connection(uid)
         if connection is None:
             raise unknown_identity(uid)
-        return Face(dict(connection.server_info), connection.capabilities, lambda: self._instructions(uid),
-                    wrapped=uid)
+        capabilities = {k: v for k, v in connection.capabilities.items() if k not in UNCARRIED}
+        return Face(dict(connection.server_info), capabilities, lambda: self._instructions(uid), wrapped=uid)
 
     def _connection(self, uid: str) -> Connection | None:
         """The last handshake of the configured upstream `uid` (None: it never connected)."""
@@ -83,6 +83,8 @@ class Faces:
         if self.mirroring:
             name, version = client_info.get("name"), client_info.get("version")
             declared = {k: v for k, v in capabilities.items() if k in MIRRORED_CAPABILITIES}
+            if isinstance(declared.get("roots"), Mapping):  # its roots/list_changed is not relayed
+                declared["roots"] = {k: v for k, v in declared["roots"].items() if k != "listChanged"}
             identity = Identity(name if isinstance(name, str) and name else self._live.settings.client_name,
                                 version if isinstance(version, str) and version else "0.0.0", declared)
             await self._supervisor.mirror(wrap.upstream, Mirror(identity, requests))
@@ -97,7 +99,7 @@ class Faces:
         upstream = self.waiting()
         if upstream is not None:
             self._supervisor.release_client(upstream)  # no legacy initialize to present: go on
-            await self._supervisor.wait_ready(upstream)
+            await self._supervisor.first_attempt(upstream)
 
     def _instructions(self, upstream: str) -> str:
         shown = self._reviewed.instructions()

@@ -30,6 +30,18 @@ BOTH = frozenset(Era)
 # Methods an era adapter owns (or that one era has no more): never the wrapped upstream's to answer.
 OWNED = frozenset({"initialize", "ping", "server/discover", "subscriptions/listen", "logging/setLevel",
                    "resources/subscribe", "resources/unsubscribe"})
+# What is never forwarded, however it is spelled: notifications sent as requests, anything in the
+# tools namespace (every tool call passes the gate), a server's own requests to a client, and
+# tasks (which tfunnel does not carry).
+_NEVER_FORWARDED = ("notifications/", "tools/", "tasks/", "sampling/", "elicitation/", "roots/")
+
+
+def forwardable(method: str) -> bool:
+    """Whether a method tfunnel has no meaning for may go to the wrapped upstream (pure): not
+    one of ours in another spelling, nor in a namespace that must pass the gate or is not a
+    client's to send."""
+    folded = method.lower()
+    return not folded.startswith(_NEVER_FORWARDED) and folded not in _KNOWN_FOLDED
 # The modern era has no `ping` (PROTOCOL.md §3): it is stateless, there is nothing to keep alive.
 LEGACY_ONLY = frozenset({Era.LEGACY})
 
@@ -62,6 +74,12 @@ class CallSite(Protocol):
 Handler = Callable[[Mapping[str, Any], CallSite], Awaitable[dict[str, Any]]]
 
 
+# Every method the table or an adapter answers, case-folded.
+_KNOWN_FOLDED = frozenset(m.lower() for m in (
+    *OWNED, "tools/list", "tools/call", "prompts/list", "prompts/get", "resources/list", "resources/read",
+    "resources/templates/list", "completion/complete"))
+
+
 class Methods:
     """method → era-neutral handler."""
 
@@ -92,7 +110,7 @@ class Methods:
         entry = self.table.get(method)
         if entry is not None and era in entry[0]:
             return await entry[1](params, site)
-        if entry is None and method not in OWNED and self._reads.wrapped() is not None:
+        if entry is None and forwardable(method) and self._reads.wrapped() is not None:
             # A method tfunnel has no meaning for: the wrapped upstream's own.
             return site.view(method, await self._reads.forward(method, params, site.reader()))
         raise ProtocolError(METHOD_NOT_FOUND, f"Method not found: {method}")

@@ -28,6 +28,11 @@ NEEDS: Mapping[str, tuple[str, ...]] = {
 }
 
 
+# What a wrapped upstream may declare that tfunnel does not carry to it (task-augmented calls and
+# their methods): not shown, so no client relies on it.
+UNCARRIED = ("tasks",)
+
+
 @dataclass(frozen=True)
 class Face:
     server_info: Mapping[str, Any]

@@ -203,8 +203,11 @@ class Reads:
         upstream = self.wrapped()
         if upstream is None:
             raise ProtocolError(METHOD_NOT_FOUND, f"Method not found: {method}")
-        forwarded = {k: v for k, v in params.items() if k != "_meta"}
-        return await self._forward(upstream, method, forwarded, reader, None)
+        # An MRTR retry's answers and state are ours to open: the upstream gets its own back.
+        forwarded = {k: v for k, v in params.items() if k not in ("_meta", "inputResponses", "requestState")}
+        self._audit.record("forward", method=method, upstream=upstream, session=reader.session_id)
+        return await self._forward(upstream, method, {**forwarded, **self._continuation(params, reader)},
+                                   reader, None)
 
     # --- the parts -----------------------------------------------------------------------------
 

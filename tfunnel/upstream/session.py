@@ -57,6 +57,8 @@ CANCEL_WRITE_S = 1.0
 # A payload call re-armed by progress still ends after this many payload windows.
 ABSOLUTE_MAX_WINDOWS = 10
 
+# How long an upstream's request that no call owns may wait for the fallback's answer.
+FALLBACK_WINDOW_S = 60.0
 # Server→client requests a caller may answer (legacy era); without one, `DECLINED` answers.
 BRIDGED_REQUESTS = frozenset({"elicitation/create", "sampling/createMessage", "roots/list"})
 # The n-th bad message of a kind is logged when n is one of these: a broken upstream writing
@@ -65,8 +67,6 @@ _REPORTED_AT = frozenset(10 ** k for k in range(16))
 
 Progress = Callable[[dict[str, Any]], None]
 ServerRequests = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
-# How long an upstream's request that no call owns may wait for the fallback's answer.
-FALLBACK_WINDOW_S = 60.0
 """Answers a server→client request (method, params) with its result; raise `ProtocolError` to
 answer with that error instead."""
 

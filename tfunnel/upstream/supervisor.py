@@ -194,7 +194,15 @@ class Supervisor:
             log.info("upstream connects again as the wrap's client", upstream=upstream_id,
                      client=wanted.name)
             await self._restart(upstream.spec)
-        await self.wait_ready(upstream_id)
+        await self.first_attempt(upstream_id)
+
+    async def first_attempt(self, upstream_id: str) -> None:
+        """Wait (bounded by the start window) until `upstream_id`'s current incarnation connected or
+        failed its first attempt: a client waits for an upstream starting, not one that cannot."""
+        upstream = self.upstreams.get(upstream_id)
+        if upstream is not None and upstream.state is not State.DISABLED:
+            with trio.move_on_after(self._startup_deadline_s):
+                await upstream.first_attempt.wait()
 
     async def legacy_twin(self, upstream_id: str) -> None:
         """A wrap's legacy client arrived: a modern-era connection to a dual-era upstream gets a
@@ -211,12 +219,17 @@ class Supervisor:
         `before` mirrored is forgotten (its next handshake presents us)."""
         assert self._nursery is not None
         self.twins.drop(before)
-        if before is not None and self._mirrors.pop(before, None) is not None and before in self.upstreams:
-            self.upstreams[before].mirror = None
+        mirrored = before is not None and self._mirrors.pop(before, None) is not None
         for upstream_id in dict.fromkeys((before, after)):
             upstream = self.upstreams.get(upstream_id or "")
-            if upstream is not None and upstream.spec.enabled and isolation_problems(upstream.spec,
-                                                                                     self._ctx.home):
+            if upstream is None or not upstream.spec.enabled:
+                continue
+            # The one it presented a client to connects again as us (that client's capabilities
+            # and its fallback for the upstream's requests are the wrap's only).
+            unmirror = upstream_id == before and mirrored
+            if unmirror:
+                upstream.mirror = None
+            if unmirror or isolation_problems(upstream.spec, self._ctx.home):
                 self._nursery.start_soon(self._restart, upstream.spec)
 
     async def _restart(self, spec: UpstreamSpec) -> None:
