@@ -84,11 +84,14 @@ async def test_a_list_changed_relists_its_kind_only_and_tells_the_gateway(tmp_pa
         assert gateway.changes == changes + 1
         await server.notify("notifications/resources/updated", {"uri": "file:///r1"})
         await server.notify("notifications/message", {"level": "info", "data": "x"})
-        await wait_for(lambda: len(gateway.notes) == 3)
-        # The list_changed is told as it came too (a wrapped upstream's reaches clients as is).
+        await wait_for(lambda: len(gateway.notes) == 2)
         assert [(u, n.method) for u, n in gateway.notes] == [
-            ("u", "notifications/prompts/list_changed"), ("u", "notifications/resources/updated"),
-            ("u", "notifications/message")]
+            ("u", "notifications/resources/updated"), ("u", "notifications/message")]
+        # Announced again with nothing new: now the announcement itself is told (once).
+        await server.notify("notifications/prompts/list_changed")
+        await wait_for(lambda: len(gateway.notes) == 3)
+        assert gateway.notes[-1][1].method == "notifications/prompts/list_changed"
+        assert gateway.changes == changes + 1
         nursery.cancel_scope.cancel()
 
 

@@ -151,7 +151,8 @@ def build(home: Path, environ: Mapping[str, str] | None = None, observer: Observ
 
 def _upstream_notice(live: Live, notices: Notices, upstream: str, note: Notification) -> None:
     """An upstream's notification: log messages and resource updates to who asked; the wrapped
-    upstream's list_changed to every client, as it came (the re-list tells of real changes)."""
+    upstream's list_changed that changed nothing here to every client, as it came (a real change
+    reaches them with the new surface)."""
     notices.upstream_notice(upstream, note)
     kind = announced(note.method)
     if kind is not None and upstream == live.state.passthrough:

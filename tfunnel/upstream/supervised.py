@@ -325,7 +325,7 @@ class Upstream:
             for kind in kinds:
                 if nursery and (kind is TOOLS or declared(kind, self.capabilities)):
                     self._relists[kind.name].request(nursery[0])
-        # Also told as it came (a list_changed too: a wrapped upstream's reaches clients as is).
+            return
         self._ctx.on_notification(self.spec.id, note)
 
     async def _relist(self, kind: Kind) -> None:
@@ -337,8 +337,13 @@ class Upstream:
         except UpstreamError as exc:
             log.warning("re-listing failed", upstream=self.spec.id, kind=kind.name, error=str(exc))
             return
-        if session is not self.session or items == self.listed.get(kind.name, ()):
-            return  # the incarnation ended meanwhile, or nothing changed: nothing to tell anyone
+        if session is not self.session:
+            return  # the incarnation ended meanwhile
+        if items == self.listed.get(kind.name, ()):
+            # Nothing changed here, yet the upstream said so: told as it came (a wrapped upstream's
+            # announcement reaches clients as is; a real change reaches them with the new surface).
+            self._ctx.on_notification(self.spec.id, Notification(kind.changed, {}))
+            return
         self.listed = {**self.listed, kind.name: items}
         log.info("upstream list changed", upstream=self.spec.id, kind=kind.name, items=len(items))
         self._ctx.on_change()
