@@ -7,6 +7,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
 import structlog
+import trio
 
 from tfunnel.config.model import Settings
 from tfunnel.errors import ProtocolError
@@ -57,6 +58,8 @@ class LegacyAdapter:
         self._face = face or (lambda: funnel_face(settings(), lambda: INSTRUCTIONS))
         # Told of each client's initialize before it is answered (a stdio wrap mirrors it upstream).
         self._meet = meet
+        # Set when a session's client said `initialized` (for requests held until then).
+        self._initialized: dict[str, trio.Event] = {}
         self._hooks = hooks
         self._audit = audit
         self._notices = notices or Notices()
@@ -73,7 +76,7 @@ class LegacyAdapter:
         return await self._methods.handle(Era.LEGACY, method, request.params,
                                           _LegacySite(session, request, peer, self._methods.bridged))
 
-    async def _met(self, params: dict[str, Any], peer: Peer | None) -> None:
+    async def _met(self, session: ClientSession, params: dict[str, Any], peer: Peer | None) -> None:
         """Tell of the client before it is answered (what it offered; `legacy.initialize` then
         checks it): under a wrap it may be presented upstream, which the answer then shows."""
         if self._meet is None:
@@ -81,7 +84,10 @@ class LegacyAdapter:
         info, capabilities = params.get("clientInfo"), params.get("capabilities")
         info = info if isinstance(info, dict) else {}
         capabilities = capabilities if isinstance(capabilities, dict) else {}
-        requests = server_requests(capabilities, peer) if peer is not None and peer.can_request else None
+        requests = None
+        if peer is not None and peer.can_request:
+            requests = _after(self._initialized.setdefault(session.id, trio.Event()),
+                              server_requests(capabilities, peer))
         await self._meet(info, capabilities, requests)
 
     def _set_level(self, session: ClientSession, params: dict[str, Any]) -> dict[str, Any]:
@@ -110,10 +116,13 @@ class LegacyAdapter:
     def notify(self, session: ClientSession, note: Notification) -> None:
         if note.method in ("notifications/initialized", "initialized"):
             session.initialized = True
+            if session.id in self._initialized:
+                self._initialized[session.id].set()
 
     async def end_session(self, session: ClientSession) -> None:
         """The client went away: it asks for no more notices; fire Stop hooks, record the end."""
         self._notices.drop(session.id)
+        self._initialized.pop(session.id, None)
         if session.protocol_version is None:
             return
         await self._hooks.session_end(session.id)
@@ -121,7 +130,7 @@ class LegacyAdapter:
 
     async def _initialize(self, session: ClientSession, params: dict[str, Any],
                           peer: Peer | None) -> dict[str, Any]:
-        await self._met(params, peer)
+        await self._met(session, params, peer)
         face = self._face()
         result = legacy.initialize(session, params, face.server_info, face.instructions,
                                    face.capabilities_copy() if face.wrapped is not None else None)
@@ -133,6 +142,21 @@ class LegacyAdapter:
         self._audit.record("client", event="connect", session=session.id, client=session.label,
                            protocolVersion=session.protocol_version)
         return result
+
+
+# How long an upstream's request for a client that is still initializing waits for it.
+INITIALIZED_WAIT_S = 10.0
+
+
+def _after(initialized: trio.Event, requests: ServerRequests) -> ServerRequests:
+    """`requests`, held until the client said `initialized` (a server may ask a client nothing
+    before that; an upstream presented the client may ask at once), at most `INITIALIZED_WAIT_S`."""
+    async def ask(method: str, params: dict[str, Any]) -> dict[str, Any]:
+        with trio.move_on_after(INITIALIZED_WAIT_S):
+            await initialized.wait()
+        return await requests(method, params)
+
+    return ask
 
 
 class _LegacySite:
