@@ -141,7 +141,7 @@ def build(home: Path, environ: Mapping[str, str] | None = None, observer: Observ
                   lambda: server_instructions(supervisor, reviewed, live.settings))
     router = Router(lambda: live.settings, surface, gate, audit, reads=reads,
                     tools_changed=live.tools_changed, notices=notices, resources=lambda: live.catalog,
-                    face=faces.face, settle=faces.settle, meet=faces.meet)
+                    face=faces.face, settle=faces.settle, meet=faces.meet, waiting=faces.waiting)
     gateway = Gateway(home, live, audit, gate, supervisor, surface, router, approvals, faces, start.get(AUTH),
                       read_as)
     approvals.on_write = lambda: read_as.__setitem__(home / APPROVALS_FILE, signature(home / APPROVALS_FILE))

@@ -36,7 +36,7 @@ WRAPPED = ("elicitation", "sampling", "roots")
 
 
 def _declared(capabilities: Mapping[str, Any], kinds: tuple[str, ...]) -> dict[str, Any]:
-    return {kind: dict(capabilities[kind]) for kind in kinds if isinstance(capabilities.get(kind), Mapping)}
+    return {kind: capabilities[kind] for kind in kinds if isinstance(capabilities.get(kind), Mapping)}
 
 
 class LegacyChannel:

@@ -35,7 +35,8 @@ class Router:
                  parking: Parking | None = None, notices: Notices | None = None,
                  resources: Callable[[], Resources] | None = None,
                  face: Callable[[], Face] | None = None,
-                 settle: Callable[[], Awaitable[None]] | None = None, meet: Meet | None = None) -> None:
+                 settle: Callable[[], Awaitable[None]] | None = None, meet: Meet | None = None,
+                 waiting: Callable[[], str | None] = lambda: None) -> None:
         # Nothing here waits for upstreams: starting ones never hold a client up; their tools
         # appear with list_changed once they are ready. `face` is read for each request: who the
         # server is now (tfunnel with the sections of the upstreams ready now, or the wrapped
@@ -43,8 +44,10 @@ class Router:
         self._settings = settings
         self._surface = surface
         self._face = face or (lambda: funnel_face(settings(), lambda: INSTRUCTIONS))
-        # Under a wrap, waits while the wrapped upstream makes its first connection (its face).
+        # Under a wrap, waits while the wrapped upstream makes its first connection (its face);
+        # `waiting` says, without a task switch, whether there is anything to wait for.
         self._settle = settle
+        self._waiting = waiting
         methods = Methods(surface, reads)
         notices = notices or Notices()
         self.legacy = LegacyAdapter(methods, settings, hooks, audit, notices, resources, face=self._face,
@@ -57,7 +60,7 @@ class Router:
         """Answer `request` in `era`, which the connection decided (`route.eras.select_era`, the
         one rule). Raises `ProtocolError` for an error answer; anything else it raises is a bug,
         which the connection core answers -32603."""
-        if self._settle is not None and era is Era.MODERN:  # a legacy client settles at initialize
+        if era is Era.MODERN and self._settle is not None and self._waiting():  # legacy: at initialize
             await self._settle()
         if request.method in NEEDS:
             self._face().refuse_undeclared(request.method)

@@ -245,11 +245,11 @@ class Surface:
         if validating:
             validate_args(tool.surfaced, tool.input_schema, args, trusted=False)
         channel = self._channel(ctx)
-        wrap = self._catalog().wrap
+        wrap = self._catalog().wrap if tool.wire is not None else None
         call = ToolCall(surfaced=tool.surfaced, tool_id=tool.tool, display=tool.display, args=args,
                         mode="upstream", session_id=ctx.session_id, call_id=ctx.call_id,
                         upstream=tool.upstream, annotations=tool.annotations, ask_user=channel.ask_user,
-                        server=wrap.server if wrap is not None and tool.wire is not None else None)
+                        server=wrap.server if wrap is not None else None)
 
         async def forward(final_args: Mapping[str, Any]) -> Outcome:
             try:
