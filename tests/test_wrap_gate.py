@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ from tests.interop import CONFORMANCE_FIXTURE
 from tests.test_audit import configure, records
 from tests.test_modern_stdio import modern
 from tests.upstreams import mock_upstream, set_upstreams
-from tests.wire import Wire, alive, gateway, wait_for_file
+from tests.wire import Wire, alive, gateway, wait_for_file, wait_gone
 from tfunnel.observe.audit import DEFAULT_PATH
 from tfunnel.route.methods import OWNED, Methods, forwardable
 from tfunnel.surface.changes import announced
@@ -215,6 +216,20 @@ async def test_a_legacy_client_meets_a_dual_era_upstream_in_the_legacy_era(home:
         with trio.fail_after(20):
             while alive(twin) or alive(main):
                 await trio.sleep(0.1)
+
+
+async def test_sigterm_leaves_neither_the_wrapped_upstream_nor_its_twin(home: Path) -> None:
+    set_upstreams(home, {"id": "conf", "command": sys.executable,
+                         "args": [str(CONFORMANCE_FIXTURE), "--prefix", "test_"]})
+    wrap_state(home, {"passthrough": "conf"})
+    async with gateway(home) as wire:
+        await wire.initialize()
+        pids = [int(p) for p in re.findall(rb'"pid": (\d+), "peer": "pid \d+", "event": "upstream starting"',
+                                           wire.stderr)]
+        assert b"legacy twin starting" in wire.stderr and all(alive(p) for p in pids[-2:])
+        wire.proc.send_signal(signal.SIGTERM)
+        assert await wire.wait_exit() == 143
+    assert await wait_gone(pids) == []
 
 
 async def test_a_cancelled_wrapped_call_is_cancelled_upstream_by_its_own_id(home: Path,
