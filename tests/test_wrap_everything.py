@@ -262,3 +262,21 @@ async def test_a_stdio_wrap_presents_the_client_upstream_as_itself(home: Path) -
             got = await mirrored(client)
     assert got["names"] == expected["names"]
     assert got == expected
+
+
+async def test_a_modern_client_answers_a_legacy_upstreams_elicitation_on_its_retry(home: Path) -> None:
+    """server-everything speaks only the legacy era and asks by `elicitation/create` during a call;
+    wrapped, a modern client gets `input_required` and its answer reaches the upstream's question."""
+    asked: list[str] = []
+
+    async def answer(context: Any, params: Any) -> ElicitResult:
+        asked.append(params.message)
+        return ElicitResult(action="accept", content={"color": "blue", "name": "Ada", "check": True})
+
+    write_expose(home, [everything_upstream()])
+    wrap(home)
+    with trio.fail_after(120):
+        async with sdk_client(home, mode="2026-07-28", elicitation_callback=answer) as client:
+            result = await client.call_tool("trigger-elicitation-request", {})
+    assert asked and not result.is_error, wire(result)
+    assert "accept" in json.dumps(wire(result))

@@ -307,3 +307,28 @@ async def test_lifting_a_stdio_wrap_connects_the_upstream_again_as_the_gateway(h
             while methods(log).count("initialize") < 3:
                 await trio.sleep(0.1)
         assert methods(log).count("initialize") == 3, wire.stderr.decode()[-3000:]
+
+
+async def test_a_legacy_client_of_a_modern_only_upstream_is_bridged(home: Path) -> None:
+    """No twin for an upstream reached modern-only: a legacy client gets an `initialize` made from
+    the upstream's discover, and the upstream's `input_required` reaches it as a real
+    `elicitation/create`, whose answer goes back on the upstream's retry."""
+    set_upstreams(home, {"id": "conf", "command": sys.executable, "modernOnly": True,
+                         "args": [str(CONFORMANCE_FIXTURE), "--prefix", "test_"]})
+    wrap_state(home, {"passthrough": "conf"})
+    async with gateway(home) as wire:
+        init = (await wire.request("i", "initialize", {
+            "protocolVersion": "2025-11-25", "capabilities": {"elicitation": {}},
+            "clientInfo": {"name": "w", "version": "1"}}))["result"]
+        await wire.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        assert init["serverInfo"]["name"] == "conformance-fixture" and "tools" in init["capabilities"]
+        assert b"legacy twin starting" not in wire.stderr
+        await wire.send({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                         "params": {"name": "test_input_required_result_elicitation", "arguments": {}}})
+        with trio.fail_after(20):
+            while (asked := await wire.recv()).get("method") != "elicitation/create":
+                pass
+        await wire.send({"jsonrpc": "2.0", "id": asked["id"],
+                         "result": {"action": "accept", "content": {"name": "Ada"}}})
+        answer = (await wire.reply_to(1))["result"]
+    assert "Ada" in json.dumps(answer) and not answer.get("isError") and "resultType" not in answer
