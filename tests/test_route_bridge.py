@@ -9,8 +9,10 @@ import pytest
 
 from tfunnel.errors import ProtocolError, ToolFailure, UpstreamRemoteError
 from tfunnel.gate.gated import NeedsInput
+from tfunnel.protocol.jsonrpc import METHOD_NOT_FOUND
 from tfunnel.route import bridge
 from tfunnel.route.bridge import Resume
+from tfunnel.route.channel import server_requests
 from tfunnel.upstream.call import CallChannel, UpstreamCall
 
 pytestmark = pytest.mark.timeout(30)
@@ -106,3 +108,27 @@ async def test_missing_capability_is_a_protocol_error_only_for_a_modern_client(
     if modern:
         assert isinstance(caught.value, ProtocolError) and caught.value.code == -32021
         assert caught.value.data == {"requiredCapabilities": {"sampling": {}}}
+
+
+@pytest.mark.parametrize(("method", "answer"), [
+    ("elicitation/create", {"action": "decline"}),
+    ("roots/list", {"roots": []}),
+    ("sampling/createMessage", METHOD_NOT_FOUND),
+])
+async def test_a_legacy_client_that_did_not_declare_a_capability_is_not_asked(method: str,
+                                                                             answer: Any) -> None:
+    """What it did not declare gets the declined default, or -32601 where there is none (what a
+    client without the capability answers), and the client is never asked."""
+    class Unasked:
+        can_request = True
+
+        async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+            raise AssertionError("the client was asked")
+
+    forward = server_requests({}, Unasked())  # type: ignore[arg-type]
+    if isinstance(answer, int):
+        with pytest.raises(ProtocolError) as raised:
+            await forward(method, {})
+        assert raised.value.code == answer
+    else:
+        assert await forward(method, {}) == answer

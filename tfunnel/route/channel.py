@@ -16,7 +16,9 @@ import structlog
 from tfunnel.errors import ProtocolError
 from tfunnel.gate.gated import AskUser, NeedsInput
 from tfunnel.protocol import modern
+from tfunnel.protocol.jsonrpc import METHOD_NOT_FOUND
 from tfunnel.protocol.meta import reserved
+from tfunnel.protocol.session import DECLINED
 from tfunnel.route import bridge
 from tfunnel.route.bridge import Resume
 from tfunnel.route.parking import Parking
@@ -108,6 +110,8 @@ def server_requests(capabilities: Mapping[str, Any], peer: Peer) -> ServerReques
     declined defaults for the rest."""
     async def forward(method: str, params: dict[str, Any]) -> dict[str, Any]:
         if not bridge.declared(method, capabilities):
+            if method not in DECLINED:  # nothing to decline with: what a client without it answers
+                raise ProtocolError(METHOD_NOT_FOUND, f"Method not found: {method}")
             return bridge.declined(method)
         return await peer.request(method, params)
 
