@@ -23,9 +23,11 @@ from tests.test_audit import configure, records
 from tests.test_modern_stdio import modern
 from tests.upstreams import mock_upstream, set_upstreams
 from tests.wire import Wire, alive, gateway, wait_for_file, wait_gone
+from tfunnel.errors import ProtocolError
 from tfunnel.observe.audit import DEFAULT_PATH
 from tfunnel.route.methods import OWNED, Methods, forwardable
 from tfunnel.surface.changes import announced
+from tfunnel.surface.face import Face
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -332,3 +334,29 @@ async def test_a_legacy_client_of_a_modern_only_upstream_is_bridged(home: Path) 
                          "result": {"action": "accept", "content": {"name": "Ada"}}})
         answer = (await wire.reply_to(1))["result"]
     assert "Ada" in json.dumps(answer) and not answer.get("isError") and "resultType" not in answer
+
+
+@pytest.mark.parametrize(("capabilities", "method", "refused"), [
+    ({}, "prompts/list", True),
+    ({"prompts": {}}, "prompts/get", False),
+    ({"prompts": True}, "prompts/list", True),  # a capability is an object
+    ({"resources": {}}, "resources/read", False),
+    ({"resources": {}}, "resources/subscribe", True),
+    ({"resources": {"subscribe": True}}, "resources/unsubscribe", False),
+    ({"resources": {"subscribe": "yes"}}, "resources/subscribe", True),
+    ({}, "completion/complete", True),
+    ({"completions": {}}, "completion/complete", False),
+    ({}, "logging/setLevel", True),
+    ({}, "tools/call", False),  # always answered (and gated)
+    ({}, "ping", False),
+])
+def test_a_wrap_refuses_what_its_upstream_did_not_declare(capabilities: dict[str, Any], method: str,
+                                                          refused: bool) -> None:
+    face = Face({"name": "up"}, capabilities, wrapped="up")
+    if refused:
+        with pytest.raises(ProtocolError) as raised:
+            face.refuse_undeclared(method)
+        assert raised.value.code == -32601
+    else:
+        face.refuse_undeclared(method)
+    Face({"name": "tfunnel"}, {}).refuse_undeclared(method)  # tfunnel's own face refuses nothing here
