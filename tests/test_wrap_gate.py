@@ -16,8 +16,10 @@ from unittest.mock import Mock
 
 import pytest
 import trio
+from mcp import Client
 
 from tests.hooks import EXIT2_DENY, set_hooks
+from tests.httpgw import http_gateway
 from tests.interop import CONFORMANCE_FIXTURE
 from tests.test_audit import configure, records
 from tests.test_modern_stdio import modern
@@ -360,3 +362,19 @@ def test_a_wrap_refuses_what_its_upstream_did_not_declare(capabilities: dict[str
     else:
         face.refuse_undeclared(method)
     Face({"name": "tfunnel"}, {}).refuse_undeclared(method)  # tfunnel's own face refuses nothing here
+
+
+async def test_legacy_clients_arriving_together_get_one_twin(home: Path) -> None:
+    set_upstreams(home, {"id": "conf", "command": sys.executable,
+                         "args": [str(CONFORMANCE_FIXTURE), "--prefix", "test_"]})
+    wrap_state(home, {"passthrough": "conf"})
+
+    async def legacy_client(url: str) -> None:
+        async with Client(f"{url}/mcp", mode="legacy", cache=None) as client:
+            assert (await client.call_tool("test_simple_text", {})).content
+
+    with trio.fail_after(60):
+        async with http_gateway(home) as gw, trio.open_nursery() as nursery:
+            for _ in range(4):
+                nursery.start_soon(legacy_client, gw.url)
+    assert gw.stderr.count(b"legacy twin starting") == 1

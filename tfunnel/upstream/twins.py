@@ -42,6 +42,7 @@ class Twins:
         self._transports = transports
         self._deadline_s = startup_deadline_s
         self._twins: dict[str, _Twin] = {}
+        self._starting = trio.Lock()
         self.nursery: trio.Nursery | None = None  # the supervisor's, while it serves
 
     async def ensure(self, main: Upstream, mirror: Mirror | None, wanted: frozenset[str],
@@ -51,16 +52,17 @@ class Twins:
         spec = main.spec
         if main.era is not Era.MODERN or spec.modern_only or not spec.enabled or self.nursery is None:
             return
-        twin = self._twins.get(spec.id)
-        if twin is not None and twin.source != spec.definition():
-            self.drop(spec.id)
-            twin = None
-        if twin is None:
-            upstream = Upstream(replace(spec, legacy_pin=True), self._ctx, self._transports)
-            upstream.mirror, upstream.wanted_uris, upstream.log_level = mirror, wanted, level
-            scope = await self.nursery.start(_supervise, upstream)
-            twin = self._twins[spec.id] = _Twin(upstream, scope, spec.definition())
-            log.info("legacy twin starting for the wrap's legacy clients", upstream=spec.id)
+        async with self._starting:  # two legacy clients arriving together make one twin
+            twin = self._twins.get(spec.id)
+            if twin is not None and twin.source != spec.definition():
+                self.drop(spec.id)
+                twin = None
+            if twin is None:
+                upstream = Upstream(replace(spec, legacy_pin=True), self._ctx, self._transports)
+                upstream.mirror, upstream.wanted_uris, upstream.log_level = mirror, wanted, level
+                scope = await self.nursery.start(_supervise, upstream)
+                twin = self._twins[spec.id] = _Twin(upstream, scope, spec.definition())
+                log.info("legacy twin starting for the wrap's legacy clients", upstream=spec.id)
         with trio.move_on_after(self._deadline_s):
             await twin.upstream.first_attempt.wait()
 
