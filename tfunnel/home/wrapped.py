@@ -12,13 +12,11 @@ from typing import Any
 
 from tfunnel.home.live import Live
 from tfunnel.home.reviewed import Reviewed
+from tfunnel.protocol.session import CARRIED_CLIENT_CAPABILITIES
 from tfunnel.surface.face import UNCARRIED, Face, funnel_face, unknown_identity
 from tfunnel.upstream.handshake import Connection
 from tfunnel.upstream.session import ServerRequests
 from tfunnel.upstream.supervisor import Identity, Mirror, Supervisor, Upstream
-
-# What a mirrored client's capabilities may declare upstream: what tfunnel carries back to it.
-MIRRORED_CAPABILITIES = ("elicitation", "sampling", "roots")
 
 
 class Faces:
@@ -82,7 +80,7 @@ class Faces:
             return
         if self.mirroring:
             name, version = client_info.get("name"), client_info.get("version")
-            declared = {k: v for k, v in capabilities.items() if k in MIRRORED_CAPABILITIES}
+            declared = {k: v for k, v in capabilities.items() if k in CARRIED_CLIENT_CAPABILITIES}
             if isinstance(declared.get("roots"), Mapping):  # its roots/list_changed is not relayed
                 declared["roots"] = {k: v for k, v in declared["roots"].items() if k != "listChanged"}
             identity = Identity(name if isinstance(name, str) and name else self._live.settings.client_name,

@@ -15,6 +15,9 @@ from tfunnel.protocol.jsonrpc import INVALID_PARAMS
 SERVER_CAPABILITIES: Mapping[str, Any] = {
     "tools": {"listChanged": True}, "prompts": {"listChanged": True},
     "resources": {"subscribe": True, "listChanged": True}, "completions": {}, "logging": {}}
+# The client capabilities whose server→client requests tfunnel carries back to the client
+# (elicitation/create, sampling/createMessage, roots/list): what a wrap may declare for it.
+CARRIED_CLIENT_CAPABILITIES = ("elicitation", "sampling", "roots")
 # What a client that cannot be asked answers a server's request: an elicitation is declined,
 # roots are none (any other request has no such answer).
 DECLINED: Mapping[str, Mapping[str, Any]] = {"elicitation/create": {"action": "decline"},

@@ -18,7 +18,7 @@ from tfunnel.gate.gated import AskUser, NeedsInput
 from tfunnel.protocol import modern
 from tfunnel.protocol.jsonrpc import METHOD_NOT_FOUND
 from tfunnel.protocol.meta import reserved
-from tfunnel.protocol.session import DECLINED
+from tfunnel.protocol.session import CARRIED_CLIENT_CAPABILITIES, DECLINED
 from tfunnel.route import bridge
 from tfunnel.route.bridge import Resume
 from tfunnel.route.parking import Parking
@@ -34,7 +34,7 @@ CONFIRM_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
 # The client capabilities an upstream call declares for the caller, when it declared them: what
 # tfunnel carries back to it. Under a wrap the upstream is the server, so all it may ask for.
 BRIDGED = ("elicitation",)
-WRAPPED = ("elicitation", "sampling", "roots")
+WRAPPED = CARRIED_CLIENT_CAPABILITIES
 
 
 def _declared(capabilities: Mapping[str, Any], kinds: tuple[str, ...]) -> dict[str, Any]:
