@@ -167,10 +167,10 @@ async def test_a_modern_readers_ask_is_an_mrtr_round_and_its_retry_reads(home: P
 
 
 class NoTools:
-    def list_tools(self) -> list[dict[str, Any]]:
+    def list_tools(self, profile: Any = None) -> list[dict[str, Any]]:
         return []
 
-    def tool_schema(self, name: str) -> None:
+    def tool_schema(self, name: str, profile: Any = None) -> None:
         return None
 
     async def call(self, name: str, args: Any, ctx: Any) -> Any:

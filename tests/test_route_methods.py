@@ -48,10 +48,10 @@ class FakeTools:
     def __init__(self) -> None:
         self.calls: list[tuple[str, Any]] = []
 
-    def list_tools(self) -> list[dict[str, Any]]:
+    def list_tools(self, profile: Any = None) -> list[dict[str, Any]]:
         return TOOLS
 
-    def tool_schema(self, name: str) -> None:
+    def tool_schema(self, name: str, profile: Any = None) -> None:
         return None
 
     async def call(self, name: str, args: Any, ctx: CallContext) -> Outcome:

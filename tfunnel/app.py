@@ -43,6 +43,7 @@ from tfunnel.route.channel import LegacyChannel
 from tfunnel.route.methods import INSTRUCTIONS
 from tfunnel.route.router import Router
 from tfunnel.serve.stdio import StdioServer
+from tfunnel.surface import profiles
 from tfunnel.surface.changes import announced
 from tfunnel.surface.instructions import Section, compose
 from tfunnel.surface.notices import Notices
@@ -87,9 +88,11 @@ class Gateway:
     read_as: dict[Path, Signature] = field(default_factory=dict)
 
 
-def build(home: Path, environ: Mapping[str, str] | None = None, observer: Observer | None = None) -> Gateway:
+def build(home: Path, environ: Mapping[str, str] | None = None, observer: Observer | None = None, *,
+          profile: str | None = None) -> Gateway:
     """Load and validate the home and wire the components; raise `ConfigError` naming every
-    problem of every file that refuses a start (the same reading `tfunnel check` reports)."""
+    problem of every file that refuses a start (the same reading `tfunnel check` reports).
+    `profile` (`serve --profile`) is every client's profile, whatever the profiles match."""
     read_as = {home / name: signature(home / name) for name in LIVE_FILES}
     start = read_home(home)
     start.refuse_start()
@@ -141,7 +144,8 @@ def build(home: Path, environ: Mapping[str, str] | None = None, observer: Observ
                   lambda: server_instructions(supervisor, reviewed, live.settings))
     router = Router(lambda: live.settings, surface, gate, audit, reads=reads,
                     tools_changed=live.tools_changed, notices=notices, resources=lambda: live.catalog,
-                    face=faces.face, settle=faces.settle, meet=faces.meet, waiting=faces.waiting)
+                    face=faces.face, settle=faces.settle, meet=faces.meet, waiting=faces.waiting,
+                    choose=lambda who: profiles.choose(live.settings.profiles, who, profile))
     gateway = Gateway(home, live, audit, gate, supervisor, surface, router, approvals, faces, start.get(AUTH),
                       read_as)
     approvals.on_write = lambda: read_as.__setitem__(home / APPROVALS_FILE, signature(home / APPROVALS_FILE))

@@ -109,6 +109,8 @@ def parser() -> argparse.ArgumentParser:
     for s in subs.values():
         common(s)
     subs["serve"].add_argument("--http", action="store_true", help="serve Streamable HTTP instead of stdio")
+    subs["serve"].add_argument("--profile", metavar="NAME", default=None,
+                               help="stdio: serve every client as this toolfunnel.json profile")
     subs["serve"].add_argument("--host", default="127.0.0.1",
                                help="HTTP bind address: one in 127.0.0.0/8, ::1 or localhost "
                                "(default 127.0.0.1)")
@@ -206,8 +208,10 @@ def _main(argv: Sequence[str] | None) -> int:
     try:
         if command == "serve":
             if getattr(args, "http", False):
+                if args.profile is not None:
+                    parser().error("--profile is for stdio; over HTTP a profile is chosen by its `match`")
                 return _serve_http(home, args.host, args.port, args.grace)
-            return _serve(home)
+            return _serve(home, getattr(args, "profile", None))
         if command == "check":
             return _check(home)
         if command == "call":
@@ -287,8 +291,13 @@ def _check_requires(home: ResolvedHome) -> None:
         print(f"tfunnel: warning: {line}", file=sys.stderr)
 
 
-def _serve(home: ResolvedHome) -> int:
-    gateway = build(home.path)
+def _serve(home: ResolvedHome, profile: str | None = None) -> int:
+    gateway = build(home.path, profile=profile)
+    defined = [p.name for p in gateway.live.settings.profiles]
+    if profile is not None and profile not in defined:
+        print(f"tfunnel: --profile {profile!r} names no profile in toolfunnel.json `profiles`; "
+              f"defined: {', '.join(defined) or 'none'}", file=sys.stderr)
+        return 2
     return trio.run(run_stdio, gateway)
 
 

@@ -34,6 +34,7 @@ from tfunnel.config.model import (
     ToolState,
     Visibility,
 )
+from tfunnel.config.profiles import parse_profiles
 from tfunnel.config.schema import schema_problem
 from tfunnel.config.validate import Fields
 from tfunnel.errors import ConfigProblem
@@ -46,7 +47,8 @@ SCRIPTS_DIR = "tools/scripts"
 # The largest `upstreamInstructionsMaxChars`: sections of 8 times this may go to every session.
 MAX_INSTRUCTIONS_CHARS = 100_000
 SETTINGS_KEYS = ("serverName", "serverVersion", "clientName", "clientVersion", "httpPort", "uiPort",
-                 "serveLegacy", "upstreamInstructionsMaxChars", "requires", "gate", "approvals", "limits")
+                 "serveLegacy", "upstreamInstructionsMaxChars", "requires", "gate", "approvals", "limits",
+                 "profiles")
 APPROVALS_KEYS = ("quarantine",)
 GATE_KEYS = ("askFallback", "confirmManagement")
 LIMITS_KEYS = ("maxMessageBytes", "toolTimeoutS", "toolOutputBytes", "shutdownGraceS", "upstreamStartS",
@@ -122,6 +124,7 @@ def _settings(home: Path, raw: dict[str, Any], f: Fields) -> Settings:
                           else "loosening"),
         approvals=ApprovalSettings(next(m for m in QUARANTINE_MODES if m == quarantine)),
         limits=limits,
+        profiles=parse_profiles(raw, f),
         raw=raw,
     )
     return settings

@@ -74,6 +74,43 @@ class ApprovalSettings:
     quarantine: Quarantine = "suspicious"
 
 
+SurfaceMode = Literal["lean", "full", "auto"]
+SURFACE_MODES: tuple[SurfaceMode, ...] = ("lean", "full", "auto")
+
+
+@dataclass(frozen=True)
+class ProfileMatch:
+    """Who a profile is for (`profiles[].match`): every given test must hold. `client_name` is a
+    glob over the client's `clientInfo.name` (case-insensitive); `token_subject` a glob over the
+    HTTP bearer token's `sub`; `token_scope` a scope the token must carry."""
+
+    client_name: str | None = None
+    token_subject: str | None = None
+    token_scope: str | None = None
+
+
+@dataclass(frozen=True)
+class Profile:
+    """One `toolfunnel.json` `profiles[]` entry: what one kind of client sees and may run.
+
+    `tools`, `upstreams` and `prompts` are allow-lists of globs (None: no restriction): `tools`
+    over local tool ids and display names and upstream tools' surfaced names, `upstreams` over
+    upstream ids (their tools, prompts and resources), `prompts` over surfaced prompt names.
+    `always_load`: tools on the top level in every mode (globs, within what is allowed)."""
+
+    name: str
+    match: ProfileMatch | None = None  # None: chosen only by `--profile` (or as the fallback)
+    mode: SurfaceMode = "lean"
+    tools: tuple[str, ...] | None = None
+    upstreams: tuple[str, ...] | None = None
+    prompts: tuple[str, ...] | None = None
+    always_load: tuple[str, ...] = ()
+
+    @property
+    def unrestricted(self) -> bool:
+        return self.tools is None and self.upstreams is None and self.prompts is None
+
+
 @dataclass(frozen=True)
 class Settings:
     """`toolfunnel.json`: identity and settings. `raw` keeps unknown fields for writers."""
@@ -92,6 +129,8 @@ class Settings:
     gate: GateSettings = field(default_factory=GateSettings)
     approvals: ApprovalSettings = field(default_factory=ApprovalSettings)
     limits: Limits = field(default_factory=Limits)
+    # Per-client surfaces, first match wins; a profile named `default` is the fallback.
+    profiles: tuple[Profile, ...] = ()
     raw: Mapping[str, Any] = field(default_factory=dict)
 
 

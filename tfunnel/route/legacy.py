@@ -22,9 +22,11 @@ from tfunnel.protocol.session import ClientSession
 from tfunnel.route.channel import LegacyChannel, progress_and_meta, server_requests
 from tfunnel.route.methods import INSTRUCTIONS, Methods
 from tfunnel.route.peer import Peer, ServerRequests
+from tfunnel.surface import profiles
 from tfunnel.surface.context import CallContext
 from tfunnel.surface.face import Face, funnel_face
 from tfunnel.surface.notices import LEVELS, Notices, rank
+from tfunnel.surface.profiles import Chosen, Who
 from tfunnel.surface.reads import Reader
 from tfunnel.surface.upstream_items import Route
 
@@ -42,18 +44,33 @@ class SessionHooks(Protocol):
 
 
 class Resources(Protocol):
-    """Where a resource URI goes (`surface.catalog.Catalog.resource`), for subscriptions."""
+    """Where a resource URI goes (`surface.catalog.Catalog.resource`), for subscriptions, as a
+    client's profile sees it (`view`)."""
 
     def resource(self, uri: str) -> Route | str: ...
+
+    def view(self, chosen: Chosen | None) -> Resources: ...
+
+
+# The profile of a client (`surface.profiles.choose` over the live settings).
+Choose = Callable[[Who], Chosen]
+
+
+def who_of(client_info: Mapping[str, Any]) -> Who:
+    """What a client's clientInfo says about it, for choosing its profile."""
+    name = client_info.get("name")
+    return Who(client_name=name if isinstance(name, str) else "")
 
 
 class LegacyAdapter:
     def __init__(self, methods: Methods, settings: Callable[[], Settings], hooks: SessionHooks,
                  audit: AuditLog, notices: Notices | None = None,
                  resources: Callable[[], Resources] | None = None, *,
-                 face: Callable[[], Face] | None = None, meet: Meet | None = None) -> None:
+                 face: Callable[[], Face] | None = None, meet: Meet | None = None,
+                 choose: Choose | None = None) -> None:
         self._methods = methods
         self._settings = settings
+        self._choose: Choose = choose or (lambda who: profiles.choose(settings().profiles, who))
         # Who the server is to a client starting now (tfunnel, or the wrapped upstream).
         self._face = face or (lambda: funnel_face(settings(), lambda: INSTRUCTIONS))
         # Told of each client's initialize before it is answered (a stdio wrap mirrors it upstream).
@@ -74,7 +91,12 @@ class LegacyAdapter:
         if method in ("resources/subscribe", "resources/unsubscribe"):
             return self._subscription(session, method, request.params)
         return await self._methods.handle(Era.LEGACY, method, request.params,
-                                          _LegacySite(session, request, peer, self._methods.bridged))
+                                          _LegacySite(session, request, peer, self._methods.bridged,
+                                                      self._chosen(session)))
+
+    def _chosen(self, session: ClientSession) -> Chosen:
+        """The session's profile now (a profile edit applies from the session's next request)."""
+        return self._choose(who_of(session.client_info))
 
     async def _met(self, session: ClientSession, params: dict[str, Any], peer: Peer | None) -> None:
         """Tell of the client before it is answered (what it offered; `legacy.initialize` then
@@ -104,7 +126,8 @@ class LegacyAdapter:
         uri = params.get("uri")
         if not isinstance(uri, str) or not uri:
             raise ProtocolError(INVALID_PARAMS, 'Invalid params: "uri" must be a non-empty string')
-        found = self._resources().resource(uri) if self._resources is not None else f"no resource {uri!r}"
+        found = (self._resources().view(self._chosen(session)).resource(uri) if self._resources is not None
+                 else f"no resource {uri!r}")
         if isinstance(found, str):
             raise ProtocolError(RESOURCE_NOT_FOUND, f"Resource not found: {found}", {"uri": uri})
         if method == "resources/unsubscribe":
@@ -138,9 +161,12 @@ class LegacyAdapter:
         if context:
             shown = result.get("instructions")
             result["instructions"] = f"{shown}\n\n{context}" if shown else context
-        log.info("client session", client=session.label, protocol=session.protocol_version)
+        chosen = self._chosen(session)
+        log.info("client session", client=session.label, protocol=session.protocol_version,
+                 profile=chosen.name)
         self._audit.record("client", event="connect", session=session.id, client=session.label,
-                           protocolVersion=session.protocol_version)
+                           protocolVersion=session.protocol_version, profile=chosen.name,
+                           profileBy=chosen.why, surface="full" if chosen.full else "lean")
         return result
 
 
@@ -163,7 +189,8 @@ class _LegacySite:
     """A legacy client's call: asked, and answering upstreams, through real requests to it."""
 
     def __init__(self, session: ClientSession, request: Request, peer: Peer | None,
-                 bridged: Callable[[], tuple[str, ...]]) -> None:
+                 bridged: Callable[[], tuple[str, ...]], profile: Chosen) -> None:
+        self.profile = profile
         self._session = session
         self._request = request
         self._peer = peer
@@ -172,7 +199,7 @@ class _LegacySite:
     def context(self) -> CallContext:
         channel = LegacyChannel(self._session.capabilities, self._peer, self._request.params,
                                 log_level=self._session.log_level, bridged=self._bridged())
-        return CallContext(self._session.id, str(self._request.id), channel)
+        return CallContext(self._session.id, str(self._request.id), channel, self.profile)
 
     def finish(self, name: str, outcome: ToolResult | NeedsInput) -> dict[str, Any]:
         if isinstance(outcome, NeedsInput):
@@ -184,7 +211,7 @@ class _LegacySite:
         channel = LegacyChannel(self._session.capabilities, self._peer, self._request.params)
         progress, _ = progress_and_meta(self._request.params, self._peer)
         return Reader(self._session.id, str(self._request.id), channel.ask_user, channel.meta,
-                      self._session.log_level, progress=progress)
+                      self._session.log_level, progress=progress, profile=self.profile)
 
     def view(self, name: str, outcome: dict[str, Any] | NeedsInput) -> dict[str, Any]:
         if isinstance(outcome, NeedsInput):

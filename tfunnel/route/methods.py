@@ -18,6 +18,7 @@ from tfunnel.protocol.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND
 from tfunnel.protocol.results import ToolResult
 from tfunnel.route.channel import BRIDGED, WRAPPED
 from tfunnel.surface.context import CallContext
+from tfunnel.surface.profiles import Chosen
 from tfunnel.surface.reads import Reader, Reads
 
 INSTRUCTIONS = (
@@ -49,13 +50,17 @@ LEGACY_ONLY = frozenset({Era.LEGACY})
 class Tools(Protocol):
     """What the table needs of the surface (`surface.service.Surface`)."""
 
-    def list_tools(self) -> list[dict[str, Any]]: ...
+    def list_tools(self, profile: Chosen | None = None) -> list[dict[str, Any]]: ...
 
     async def call(self, name: str, args: Any, ctx: CallContext) -> Outcome: ...
 
 
 class CallSite(Protocol):
     """An era adapter's part of one `tools/call`."""
+
+    @property
+    def profile(self) -> Chosen | None:
+        """The caller's profile (`surface.profiles.choose`), for its lists."""
 
     def context(self) -> CallContext:
         """The call's context (raises `ProtocolError` for params only this era has, malformed)."""
@@ -90,10 +95,10 @@ class Methods:
             "ping": (LEGACY_ONLY, self._ping),
             "tools/list": (BOTH, self._list),
             "tools/call": (BOTH, self._call),
-            "prompts/list": (BOTH, lambda params, site: self._lists(reads.list_prompts, params)),
-            "resources/list": (BOTH, lambda params, site: self._lists(reads.list_resources, params)),
+            "prompts/list": (BOTH, lambda params, site: self._lists(reads.list_prompts, params, site)),
+            "resources/list": (BOTH, lambda params, site: self._lists(reads.list_resources, params, site)),
             "resources/templates/list": (BOTH, lambda params, site: self._lists(reads.list_templates,
-                                                                                 params)),
+                                                                                 params, site)),
             "prompts/get": (BOTH, self._read(reads.get_prompt)),
             "resources/read": (BOTH, self._read(reads.read_resource)),
             "completion/complete": (BOTH, self._read(reads.complete)),
@@ -116,8 +121,9 @@ class Methods:
         raise ProtocolError(METHOD_NOT_FOUND, f"Method not found: {method}")
 
     @staticmethod
-    async def _lists(lister: Callable[[Any], dict[str, Any]], params: Mapping[str, Any]) -> dict[str, Any]:
-        return lister(params.get("cursor"))
+    async def _lists(lister: Callable[[Any, Chosen | None], dict[str, Any]], params: Mapping[str, Any],
+                     site: CallSite) -> dict[str, Any]:
+        return lister(params.get("cursor"), site.profile)
 
     @staticmethod
     def _read(reader: Callable[[Mapping[str, Any], Reader], Awaitable[dict[str, Any] | NeedsInput]],
@@ -133,7 +139,7 @@ class Methods:
     async def _list(self, params: Mapping[str, Any], site: CallSite) -> dict[str, Any]:
         if params.get("cursor") is not None:  # one page: no cursor was ever handed out
             raise ProtocolError(INVALID_PARAMS, "Invalid params: unknown cursor")
-        return {"tools": self._surface.list_tools()}
+        return {"tools": self._surface.list_tools(site.profile)}
 
     async def _call(self, params: Mapping[str, Any], site: CallSite) -> dict[str, Any]:
         name = params.get("name")

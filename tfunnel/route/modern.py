@@ -30,14 +30,16 @@ from tfunnel.protocol.jsonrpc import (
 from tfunnel.protocol.results import ToolResult
 from tfunnel.route.bridge import Resume
 from tfunnel.route.channel import BRIDGED, CONFIRM_SCHEMA, ModernChannel, progress_and_meta
-from tfunnel.route.legacy import Resources
+from tfunnel.route.legacy import Choose, Resources, who_of
 from tfunnel.route.methods import INSTRUCTIONS, Methods
 from tfunnel.route.parking import Parking
 from tfunnel.route.peer import Peer
+from tfunnel.surface import profiles
 from tfunnel.surface.changes import Changes
 from tfunnel.surface.context import CallContext
 from tfunnel.surface.face import Face, funnel_face
 from tfunnel.surface.notices import Notices, via
+from tfunnel.surface.profiles import Chosen
 from tfunnel.surface.reads import Reader
 from tfunnel.surface.upstream_items import Route
 
@@ -58,7 +60,8 @@ class ModernAdapter:
     def __init__(self, methods: Methods, settings: Callable[[], Settings], tools_changed: Changes, *,
                  sealer: mrtr.Sealer | None = None, parking: Parking | None = None,
                  notices: Notices | None = None, resources: Callable[[], Resources] | None = None,
-                 face: Callable[[], Face] | None = None) -> None:
+                 face: Callable[[], Face] | None = None, choose: Choose | None = None) -> None:
+        self._choose: Choose = choose or (lambda who: profiles.choose(settings().profiles, who))
         self._notices = notices or Notices()
         self._resources = resources
         self._methods = methods
@@ -71,6 +74,10 @@ class ModernAdapter:
         self.parking = parking or Parking()
         self.listening = 0
 
+    def profile_for(self, client_info: Mapping[str, Any]) -> Chosen:
+        """The profile of a modern request's client (chosen anew for each request)."""
+        return self._choose(who_of(client_info))
+
     async def handle(self, request: Request, peer: Peer | None) -> dict[str, Any]:
         env = modern.envelope(request.params)
         method = request.method
@@ -81,7 +88,7 @@ class ModernAdapter:
             result = await self._listen(request, peer)
         else:
             site = _ModernSite(request, env, peer, self._sealer, self.parking, self._notices,
-                               self._methods.bridged)
+                               self._methods.bridged, self.profile_for(env.client_info))
             try:
                 result = await self._methods.handle(Era.MODERN, method, request.params, site)
             except ProtocolError as exc:
@@ -103,7 +110,8 @@ class ModernAdapter:
             raise ProtocolError(INTERNAL_ERROR, f"too many listen streams (at most {MAX_LISTEN_STREAMS})")
         honoured: dict[str, Any] = {flag: True for flag in LISTEN_KINDS if wanted.get(flag) is True}
         kinds = {LISTEN_KINDS[flag] for flag in honoured}
-        subscribed = self._subscriptions(wanted.get("resourceSubscriptions"))
+        subscribed = self._subscriptions(wanted.get("resourceSubscriptions"),
+                                         self.profile_for(modern.envelope(request.params).client_info))
         if subscribed:
             honoured["resourceSubscriptions"] = list(dict.fromkeys(subscribed.values()))
         tag = {modern.SUBSCRIPTION_ID_META: request.id}
@@ -126,7 +134,7 @@ class ModernAdapter:
         log.info("listen stream ended by the server", id=request.id)
         return {"_meta": tag}  # the graceful end (PROTOCOL.md §3.10)
 
-    def _subscriptions(self, uris: Any) -> dict[tuple[str, str], str]:
+    def _subscriptions(self, uris: Any, chosen: Chosen) -> dict[tuple[str, str], str]:
         """The resource URIs of a listen request that lead to an upstream, by (upstream, its URI)."""
         if uris is None:
             return {}
@@ -134,7 +142,7 @@ class ModernAdapter:
             raise ProtocolError(INVALID_PARAMS,
                                 'Invalid params: "resourceSubscriptions" must be a list of URIs')
         found: dict[tuple[str, str], str] = {}
-        resources = self._resources() if self._resources is not None else None
+        resources = self._resources().view(chosen) if self._resources is not None else None
         for uri in uris[:MAX_SUBSCRIPTIONS]:
             target = resources.resource(uri) if resources is not None else None
             if isinstance(target, Route):
@@ -147,7 +155,9 @@ class _ModernSite:
     unanswered sealed into an `input_required` result out."""
 
     def __init__(self, request: Request, env: modern.Envelope, peer: Peer | None, sealer: mrtr.Sealer,
-                 parking: Parking, notices: Notices, bridged: Callable[[], tuple[str, ...]]) -> None:
+                 parking: Parking, notices: Notices, bridged: Callable[[], tuple[str, ...]],
+                 profile: Chosen) -> None:
+        self.profile = profile
         self._bridged = bridged
         self._notices = notices
         self._request = request
@@ -197,7 +207,7 @@ class _ModernSite:
         channel = ModernChannel(self._env, self._peer, self._request.params, resume=resume,
                                 parking=self._parking, ask_user=self._ask(responses, state),
                                 notices=self._notices, bridged=self._bridged())
-        return CallContext("", str(self._request.id), channel)
+        return CallContext("", str(self._request.id), channel, self.profile)
 
     def reader(self) -> Reader:
         # A read's gate `ask` is an MRTR round like a call's (prompts/get and resources/read may
@@ -213,7 +223,7 @@ class _ModernSite:
         elif (unsealed := self._unsealed(responses, state)) is not None:
             continuation = {"inputResponses": unsealed}
         return Reader("", str(self._request.id), self._ask(responses, state), meta, self._env.log_level,
-                      notify, progress, modern=True, continuation=continuation)
+                      notify, progress, modern=True, continuation=continuation, profile=self.profile)
 
     def view(self, name: str, outcome: dict[str, Any] | NeedsInput) -> dict[str, Any]:
         if isinstance(outcome, NeedsInput):

@@ -16,7 +16,7 @@ from tfunnel.observe.audit import AuditLog
 from tfunnel.protocol.eras import Era
 from tfunnel.protocol.jsonrpc import Notification, Request
 from tfunnel.protocol.session import ClientSession
-from tfunnel.route.legacy import LegacyAdapter, Meet, Resources, SessionHooks
+from tfunnel.route.legacy import Choose, LegacyAdapter, Meet, Resources, SessionHooks
 from tfunnel.route.methods import INSTRUCTIONS, Methods
 from tfunnel.route.modern import ModernAdapter
 from tfunnel.route.parking import Parking
@@ -36,7 +36,7 @@ class Router:
                  resources: Callable[[], Resources] | None = None,
                  face: Callable[[], Face] | None = None,
                  settle: Callable[[], Awaitable[None]] | None = None, meet: Meet | None = None,
-                 waiting: Callable[[], str | None] = lambda: None) -> None:
+                 waiting: Callable[[], str | None] = lambda: None, choose: Choose | None = None) -> None:
         # Nothing here waits for upstreams: starting ones never hold a client up; their tools
         # appear with list_changed once they are ready. `face` is read for each request: who the
         # server is now (tfunnel with the sections of the upstreams ready now, or the wrapped
@@ -51,9 +51,9 @@ class Router:
         methods = Methods(surface, reads)
         notices = notices or Notices()
         self.legacy = LegacyAdapter(methods, settings, hooks, audit, notices, resources, face=self._face,
-                                    meet=meet)
+                                    meet=meet, choose=choose)
         self.modern = ModernAdapter(methods, settings, tools_changed or Changes(), parking=parking,
-                                    notices=notices, resources=resources, face=self._face)
+                                    notices=notices, resources=resources, face=self._face, choose=choose)
 
     async def handle(self, session: ClientSession, request: Request, peer: Peer | None = None, *,
                      era: Era) -> dict[str, Any]:
@@ -68,9 +68,12 @@ class Router:
             return await self.modern.handle(request, peer)
         return await self.legacy.handle(session, request, peer)
 
-    def tool_schema(self, name: Any) -> Mapping[str, Any] | None:
-        """The inputSchema of a top-level tool (for `Mcp-Param-*` header checks), if listed."""
-        return self._surface.tool_schema(name) if isinstance(name, str) else None
+    def tool_schema(self, name: Any, client_info: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        """The inputSchema of a top-level tool (for `Mcp-Param-*` header checks), if listed to a
+        modern client with `client_info` (its profile's view)."""
+        if not isinstance(name, str):
+            return None
+        return self._surface.tool_schema(name, self.modern.profile_for(client_info))
 
     def notify(self, session: ClientSession, note: Notification) -> None:
         """Client notifications other than cancellation (which the transport owns)."""

@@ -262,7 +262,7 @@ class HttpApp:
             envelope = modern.envelope(request.params, supported=None)
             check_modern_headers(headers, request.method, request.params, envelope.protocol_version)
             if request.method == "tools/call":
-                schema = self.router.tool_schema(request.params.get("name"))
+                schema = self.router.tool_schema(request.params.get("name"), envelope.client_info)
                 arguments = request.params.get("arguments")
                 if schema is not None and isinstance(arguments, dict):
                     check_param_headers(headers, schema, arguments)

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from tfunnel.config.model import META_TOOL_NAMES, Register, ToolEntry, ToolState, Visibility
-from tfunnel.surface import search
+from tfunnel.surface import profiles, search
+from tfunnel.surface.profiles import Chosen
 from tfunnel.surface.upstream_items import Extras, Route, UpstreamPrompt, UpstreamResource, route
 from tfunnel.surface.upstream_tools import UpstreamTool
 
@@ -75,10 +76,12 @@ class CatalogRow:
 
 class Catalog:
     def __init__(self, register: Register, state: ToolState, upstream: Sequence[UpstreamTool] = (),
-                 extras: Extras | None = None) -> None:
+                 extras: Extras | None = None, *, profile: Chosen | None = None) -> None:
         """Under a wrap (`state.passthrough`), `upstream` and `extras` are the wrapped upstream's
-        alone, named for the wrap (`upstream_tools.assemble_wrapped`)."""
+        alone, named for the wrap (`upstream_tools.assemble_wrapped`). With `profile`, the
+        catalog is one client profile's view of the same surface (`view`)."""
         self.register = register
+        self.profile = profile
         self.state = state
         self.wrap = Wrap.of(state)
         self.upstream = tuple(upstream)
@@ -92,13 +95,75 @@ class Catalog:
         self._upstream = {tool.surfaced: tool for tool in self.upstream}
         # Resolved visibility by (name, kind): a catalog is rebuilt whenever the state changes.
         self._visibility: dict[tuple[str, Kind], Resolved] = {}
+        self._views: dict[Chosen, Catalog] = {}
+        # Under a profile: each prompt and resource, by its gate name.
+        self._items: dict[tuple[str, Kind], UpstreamPrompt | UpstreamResource] = {}
+        self._excluded: set[tuple[str, Kind]] = set()  # what the profile leaves out, as seen
+        if profile is not None:
+            self._items = {(p.gate_name, "prompt"): p for p in self.extras.prompts}
+            self._items.update({(r.gate_name, "resource"): r
+                                for r in (*self.extras.resources, *self.extras.templates)})
+
+    def view(self, chosen: Chosen | None) -> Catalog:
+        """This surface as a client with profile `chosen` sees it: what the profile leaves out is
+        disabled (absent from every listing, refused on every path), its mode and `alwaysLoad`
+        put tools on the top level. Built once per profile per catalog."""
+        if chosen is None or chosen.neutral or self.profile is not None:
+            return self
+        view = self._views.get(chosen)
+        if view is None:
+            view = self._views[chosen] = Catalog(self.register, self.state, self.upstream, self.extras,
+                                                 profile=chosen)
+        return view
+
+    def _profiled(self, name: str, kind: Kind, resolved: Resolved) -> Resolved:
+        """`resolved` under this view's profile (meta-tools follow the state alone)."""
+        assert self.profile is not None
+        profile, allowed = self.profile.profile, True
+        names: tuple[str, ...] = (name,)
+        if kind == "local":
+            entry = self._by_id.get(name)
+            names = (name, entry.name) if entry is not None else names
+            allowed = profiles.allows_tool(profile, names, None)
+        elif kind == "upstream":
+            tool = self._upstream.get(name)
+            allowed = tool is None or profiles.allows_tool(profile, names, tool.upstream)
+        elif kind in ("prompt", "resource"):
+            item = self._items.get((name, kind))
+            allowed = item is not None and (
+                profiles.allows_prompt(profile, item.surfaced, item.upstream) if kind == "prompt"
+                else profiles.allows_resource(profile, item.upstream))
+        if not allowed:
+            self._excluded.add((name, kind))
+            return Resolved(enabled=False, hot=False, hidden=True)
+        if kind in ("local", "upstream") and not resolved.hot \
+                and (self.profile.full or profiles.always_loaded(profile, names)):
+            return Resolved(resolved.enabled, True, resolved.hidden)
+        return resolved
+
+    def left_out(self, name: str, kind: Kind) -> bool:
+        """This view's profile leaves out the tool (or prompt, resource) `name`."""
+        if self.profile is None:
+            return False
+        self.visibility(name, kind)
+        return (name, kind) in self._excluded
+
+    def outside_profile(self, name: str) -> bool:
+        """A tool the whole surface has under `name` that this view's profile leaves out."""
+        entry = self._by_id.get(name) or self._by_display.get(name)
+        if entry is not None:
+            return self.left_out(entry.id, "local")
+        tool = self._upstream.get(name) or self._wired.get(name)
+        return tool is not None and self.left_out(tool.surfaced, "upstream")
 
     def local_names(self) -> set[str]:
         """Every name a local tool answers to: upstream tools may not take these."""
         return set(self._by_id) | set(self._by_display)
 
     def find_upstream(self, name: str) -> UpstreamTool | None:
-        return self._upstream.get(name)
+        """The upstream tool surfaced as `name` (enabled or not), unless the profile leaves it out."""
+        tool = self._upstream.get(name)
+        return None if tool is None or self.left_out(name, "upstream") else tool
 
     def enabled_upstream(self, name: str) -> UpstreamTool | None:
         tool = self._upstream.get(name)
@@ -117,12 +182,17 @@ class Catalog:
     def visibility(self, name: str, kind: Kind) -> Resolved:
         resolved = self._visibility.get((name, kind))
         if resolved is None:
-            resolved = self._visibility[name, kind] = resolve_visibility(kind, self.state.entries.get(name))
+            resolved = resolve_visibility(kind, self.state.entries.get(name))
+            if self.profile is not None and kind != "meta":
+                resolved = self._profiled(name, kind, resolved)
+            self._visibility[name, kind] = resolved
         return resolved
 
     def find_local(self, name: str) -> ToolEntry | None:
-        """A register entry by id, else by display name (enabled or not)."""
-        return self._by_id.get(name) or self._by_display.get(name)
+        """A register entry by id, else by display name (enabled or not), unless the profile
+        leaves it out."""
+        entry = self._by_id.get(name) or self._by_display.get(name)
+        return None if entry is None or self.left_out(entry.id, "local") else entry
 
     def enabled_local(self, name: str) -> ToolEntry | None:
         entry = self.find_local(name)
@@ -221,7 +291,7 @@ class Catalog:
         """The enabled prompt clients get as `name` (surfaced, or its own under a wrap), or why
         there is none."""
         prompt = self._prompts.get(name)
-        if prompt is None:
+        if prompt is None or self.left_out(prompt.gate_name, "prompt"):
             return f"no prompt {name!r}"
         if not self._shown(prompt.gate_name, "prompt"):
             return f"prompt {name!r} is disabled"
@@ -237,6 +307,9 @@ class Catalog:
         """Where reading `uri` goes (`upstream_items.route`), or why nowhere; a disabled
         resource (or template) is refused."""
         found = route(uri, self.extras)
+        if isinstance(found, Route) and self.profile is not None \
+                and not profiles.allows_resource(self.profile.profile, found.upstream):
+            return f"no resource {uri!r}"
         if isinstance(found, Route) and found.item is not None \
                 and not self._shown(found.item.gate_name, "resource"):
             return f"resource {uri!r} is disabled"

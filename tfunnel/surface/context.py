@@ -14,6 +14,7 @@ from tfunnel.config.model import ToolEntry
 from tfunnel.errors import ToolFailure
 from tfunnel.gate.gated import AskUser, NeedsInput
 from tfunnel.protocol.results import ToolResult
+from tfunnel.surface.profiles import Chosen
 from tfunnel.upstream.call import CallChannel, UpstreamCall
 
 
@@ -81,3 +82,5 @@ class CallContext:
     session_id: str = ""
     call_id: str = ""
     channel: ClientChannel | None = None
+    # The caller's profile (`surface.profiles.choose`); None: the whole surface (the CLI's).
+    profile: Chosen | None = None

@@ -32,6 +32,7 @@ from tfunnel.protocol.meta import own_keys
 from tfunnel.surface import pages
 from tfunnel.surface.catalog import Catalog
 from tfunnel.surface.notices import Notices, via
+from tfunnel.surface.profiles import Chosen
 from tfunnel.surface.upstream_items import Route, held_template
 
 log = structlog.get_logger("tfunnel.surface")
@@ -68,6 +69,8 @@ class Reader:
     # `modern`, and on the retry what goes back to the upstream (its answers, its own state).
     modern: bool = False
     continuation: Mapping[str, Any] | None = None
+    # The reader's profile (`surface.profiles.choose`); None: the whole surface.
+    profile: Chosen | None = None
 
 
 def upstream_error(code: int, message: str) -> ProtocolError:
@@ -87,14 +90,18 @@ class Reads:
 
     # --- lists ---------------------------------------------------------------------------------
 
-    def list_prompts(self, cursor: Any) -> dict[str, Any]:
-        return _paged("prompts", [p.listed() for p in self._catalog().prompts()], cursor)
+    def list_prompts(self, cursor: Any, profile: Chosen | None = None) -> dict[str, Any]:
+        return _paged("prompts", [p.listed() for p in self._catalog().view(profile).prompts()], cursor)
 
-    def list_resources(self, cursor: Any) -> dict[str, Any]:
-        return _paged("resources", [r.listed() for r in self._catalog().resources()], cursor)
+    def list_resources(self, cursor: Any, profile: Chosen | None = None) -> dict[str, Any]:
+        return _paged("resources", [r.listed() for r in self._catalog().view(profile).resources()], cursor)
 
-    def list_templates(self, cursor: Any) -> dict[str, Any]:
-        return _paged("resourceTemplates", [t.listed() for t in self._catalog().templates()], cursor)
+    def list_templates(self, cursor: Any, profile: Chosen | None = None) -> dict[str, Any]:
+        return _paged("resourceTemplates", [t.listed() for t in self._catalog().view(profile).templates()],
+                      cursor)
+
+    def _view(self, reader: Reader) -> Catalog:
+        return self._catalog().view(reader.profile)
 
     # --- reads ---------------------------------------------------------------------------------
 
@@ -104,7 +111,7 @@ class Reads:
             raise ProtocolError(INVALID_PARAMS, 'Invalid params: "name" must be a non-empty string')
         arguments = params.get("arguments") or {}
         _check_arguments(arguments)
-        found = self._catalog().prompt(name)
+        found = self._view(reader).prompt(name)
         if isinstance(found, str):
             raise ProtocolError(INVALID_PARAMS, f"Invalid params: {found}")
         if found.hold is not None:  # waits for approval: the upstream is not asked
@@ -126,7 +133,7 @@ class Reads:
         uri = params.get("uri")
         if not isinstance(uri, str) or not uri:
             raise ProtocolError(INVALID_PARAMS, 'Invalid params: "uri" must be a non-empty string')
-        target = self._route(uri)
+        target = self._route(uri, reader)
         self._refuse_held(target, uri, reader)
         call = ToolCall(surfaced=target.gate_name, tool_id=target.gate_name, display=uri,
                         args={"uri": uri}, mode="resource", session_id=reader.session_id,
@@ -139,7 +146,7 @@ class Reads:
             if not isinstance(rewritten, str) or not rewritten:
                 raise ProtocolError(INVALID_PARAMS, "Invalid params: a PreToolUse hook rewrote the "
                                     "resource URI to something that is not a URI")
-            target = self._route(rewritten)
+            target = self._route(rewritten, reader)
             self._refuse_held(target, uri, reader)
         try:
             return await self._forward(target.upstream, "resources/read",
@@ -160,7 +167,7 @@ class Reads:
         kind = ref.get("type")
         upstream_ref: dict[str, Any]
         if kind == "ref/prompt" and isinstance(ref.get("name"), str):
-            found = self._catalog().prompt(ref["name"])
+            found = self._view(reader).prompt(ref["name"])
             if isinstance(found, str):
                 raise ProtocolError(INVALID_PARAMS, f"Invalid params: {found}")
             if found.hold is not None:
@@ -168,7 +175,7 @@ class Reads:
                 raise ProtocolError(POLICY_DENIED, found.hold)
             upstream, upstream_ref = found.upstream, {"type": kind, "name": found.name}
         elif kind == "ref/resource" and isinstance(ref.get("uri"), str):
-            target = self._route(ref["uri"])
+            target = self._route(ref["uri"], reader)
             self._refuse_held(target, ref["uri"], reader)
             upstream, upstream_ref = target.upstream, {"type": kind, "uri": _upstream_uri(target)}
         else:
@@ -201,7 +208,8 @@ class Reads:
         """Under a wrap: a request tfunnel has no meaning for, sent to the wrapped upstream as
         it came (the protocol's own `_meta` keys excepted) and answered as the upstream answers."""
         upstream = self.wrapped()
-        if upstream is None:
+        if upstream is None or (reader.profile is not None and not reader.profile.profile.unrestricted):
+            # A restricted profile cannot reach what tfunnel cannot see into.
             raise ProtocolError(METHOD_NOT_FOUND, f"Method not found: {method}")
         # An MRTR retry's answers and state are ours to open: the upstream gets its own back.
         forwarded = {k: v for k, v in params.items() if k not in ("_meta", "inputResponses", "requestState")}
@@ -223,8 +231,8 @@ class Reads:
         self._audit.record("approval", event="refused", name=name, upstream=upstream,
                            session=reader.session_id)
 
-    def _route(self, uri: str) -> Route:
-        found = self._catalog().resource(uri)
+    def _route(self, uri: str, reader: Reader) -> Route:
+        found = self._view(reader).resource(uri)
         if isinstance(found, str):
             raise ProtocolError(RESOURCE_NOT_FOUND, f"Resource not found: {found}", {"uri": uri})
         return found

@@ -32,6 +32,7 @@ from tfunnel.surface.context import (
     NoBuiltins,
     SupervisedUpstreams,
 )
+from tfunnel.surface.profiles import Chosen
 from tfunnel.surface.upstream_tools import UpstreamTool
 from tfunnel.surface.validation import validate_args
 
@@ -59,12 +60,12 @@ class Surface:
         self._default_channel: ClientChannel = default_channel or Direct()
         self._builtins: Builtins = builtins or NoBuiltins()
 
-    def list_tools(self) -> list[dict[str, Any]]:
-        return self._catalog().top_level(meta.DEFINITIONS)
+    def list_tools(self, profile: Chosen | None = None) -> list[dict[str, Any]]:
+        return self._catalog().view(profile).top_level(meta.DEFINITIONS)
 
-    def tool_schema(self, name: str) -> Mapping[str, Any] | None:
+    def tool_schema(self, name: str, profile: Chosen | None = None) -> Mapping[str, Any] | None:
         """The inputSchema of a top-level tool, as `list_tools` shows it; None if not listed."""
-        catalog = self._catalog()
+        catalog = self._catalog().view(profile)
         if catalog.wrap is not None:
             wrapped = catalog.wrapped_tool(name)
             return wrapped.input_schema if wrapped is not None else None
@@ -80,7 +81,7 @@ class Surface:
     async def call(self, name: str, args: Any, ctx: CallContext) -> Outcome:
         """`tools/call`: its result, or `NeedsInput` when it waits for the client's answers. An
         unknown or unpromoted top-level name is a protocol error (-32602)."""
-        catalog = self._catalog()
+        catalog = self._catalog().view(ctx.profile)
         if not isinstance(args, dict):
             raise ProtocolError(INVALID_PARAMS, 'Invalid params: "arguments" must be an object')
         if catalog.wrap is not None:
@@ -88,11 +89,12 @@ class Surface:
         if catalog.meta_callable(name):
             return await self._guarded(_label(name, args), self._meta(catalog, name, args, ctx))
         try:
-            target = await self._find(name, lambda c: c.hot_local(name) or c.direct_upstream(name))
+            target = await self._find(name, lambda c: c.hot_local(name) or c.direct_upstream(name), ctx)
         except ToolFailure as exc:  # its upstream is not ready: an answer, not an unknown name
             return await self._guarded(name, _fail(str(exc)))
         if target is not None:
             return await self._guarded(name, self._run(target, args, ctx))
+        self._left_out(name, ctx)
         raise ProtocolError(INVALID_PARAMS, f"Unknown tool: {name}")
 
     async def _call_wrapped(self, upstream: str, name: str, args: dict[str, Any],
@@ -100,19 +102,20 @@ class Surface:
         """`tools/call` under a wrap: one of the wrapped upstream's enabled tools, by its own
         name, through the gate as always. While the upstream is not ready the call waits for it
         (bounded) and then says why; a name it does not list (or that is disabled) is unknown."""
-        tool = self._catalog().wrapped_tool(name)
+        tool = self._catalog().view(ctx.profile).wrapped_tool(name)
         if tool is None:  # at once when the upstream is ready
             problem = await self._upstreams.wait_ready(upstream)
-            tool = self._catalog().wrapped_tool(name)
+            tool = self._catalog().view(ctx.profile).wrapped_tool(name)
             if tool is None and problem is not None:
                 return await self._guarded(name, _fail(problem))
         if tool is None:
+            self._left_out(name, ctx)
             raise ProtocolError(INVALID_PARAMS, f"Unknown tool: {name}")
         return await self._guarded(tool.surfaced, self._run_upstream(tool, args, ctx))
 
     async def run_named(self, name: str, args: dict[str, Any], ctx: CallContext) -> ToolResult:
         """Run any meta-tool or enabled tool by name, promoted or not (`tfunnel call`)."""
-        catalog = self._catalog()
+        catalog = self._catalog().view(ctx.profile)
         if name in META_TOOL_NAMES:
             if not catalog.visibility(name, "meta").enabled:
                 return ToolResult.failure(f"meta-tool {name!r} is disabled")
@@ -120,7 +123,7 @@ class Surface:
                                                        self._meta(catalog, name, args, ctx)))
 
         async def any_tool() -> Outcome:
-            return await self._run(await self._resolve(name), args, ctx)
+            return await self._run(await self._resolve(name, ctx), args, ctx)
 
         return _answered(name, await self._guarded(name, any_tool()))
 
@@ -162,7 +165,7 @@ class Surface:
             return _listing(catalog, args)
         if name == meta.HOWTO:
             return ToolResult.text(meta.howto_text(args["topic"]))
-        target = await self._resolve(args["name"])
+        target = await self._resolve(args["name"], ctx)
         if name != meta.TOOL_INSTRUCTIONS:
             return await self._run(target, args.get("args") or {}, ctx)
         if isinstance(target, ToolEntry) and target.mode == "reference":
@@ -171,29 +174,33 @@ class Surface:
             return await self._hand_over(target, {}, ctx, _instructions(target))
         return ToolResult.text(_instructions(target))
 
-    async def _find(self, name: str, lookup: Callable[[Catalog], Target | None]) -> Target | None:
+    async def _find(self, name: str, lookup: Callable[[Catalog], Target | None],
+                    ctx: CallContext) -> Target | None:
         """`lookup` in the current catalog. When it finds nothing and an upstream that is not ready
         would surface `name`, wait for that upstream only (bounded by its start window) and look
         again; if there is still nothing, raise `ToolFailure` saying why that upstream is not ready
-        (still starting, restarting, stopped, disabled) rather than calling the name unknown."""
-        target = lookup(self._catalog())
+        (still starting, restarting, stopped, disabled) rather than calling the name unknown.
+        Both looks are in the caller's profile's view (`ctx.profile`)."""
+        target = lookup(self._catalog().view(ctx.profile))
         if target is not None:
             return target
         owner = self._upstreams.unready_owner(name)
         if owner is None:
             return None
         problem = await self._upstreams.wait_ready(owner)
-        target = lookup(self._catalog())
+        target = lookup(self._catalog().view(ctx.profile))
         if target is None and problem is not None:
             raise ToolFailure(problem)
         return target
 
-    async def _resolve(self, name: str) -> Target:
-        """A local tool (by id, then display name) or an upstream tool (by surfaced name), enabled.
-        A name that an upstream still coming up may surface waits for that upstream (bounded)."""
-        target = await self._find(name, lambda c: c.find_local(name) or c.find_upstream(name))
-        catalog = self._catalog()
+    async def _resolve(self, name: str, ctx: CallContext) -> Target:
+        """A local tool (by id, then display name) or an upstream tool (by surfaced name), enabled
+        and in the caller's profile. A name that an upstream still coming up may surface waits
+        for that upstream (bounded)."""
+        target = await self._find(name, lambda c: c.find_local(name) or c.find_upstream(name), ctx)
+        catalog = self._catalog().view(ctx.profile)
         if target is None:
+            self._left_out(name, ctx)
             raise ToolFailure(f"no tool named {name!r}; toolfunnel_list_tools lists the tools you can use")
         surfaced = target.surfaced if isinstance(target, UpstreamTool) else target.id
         enabled = (catalog.enabled_upstream(name) if isinstance(target, UpstreamTool)
@@ -285,6 +292,15 @@ class Surface:
                                durationMs=round((time.monotonic() - started) * 1000, 1),
                                session=ctx.session_id, args=self._audit.redact(dict(args)),
                                result=self._audit.redact(result.to_wire() if result else None))
+
+    def _left_out(self, name: str, ctx: CallContext) -> None:
+        """Audit a call refused because the caller's profile leaves the tool out (it was told
+        the name is unknown, as if the tool did not exist)."""
+        view = self._catalog().view(ctx.profile)
+        if ctx.profile is not None and view.outside_profile(name):
+            log.info("call refused by profile", tool=name, profile=ctx.profile.name)
+            self._audit.record("profile", event="refused", name=name, profile=ctx.profile.name,
+                               session=ctx.session_id)
 
     def _channel(self, ctx: CallContext) -> ClientChannel:
         return ctx.channel if ctx.channel is not None else self._default_channel

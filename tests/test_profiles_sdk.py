@@ -1,0 +1,148 @@
+"""Per-client profiles through the official SDK client: two clients of one gateway see different
+surfaces, and the restricted one cannot run a hidden tool by any path (meta-tool, direct name,
+curated name); a refused call never ran (its side-effect file never appears)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+from mcp import Client, StdioServerParameters
+from mcp.shared.exceptions import MCPError
+from mcp.types import Implementation, TextContent
+
+from tests.httpgw import http_gateway
+from tests.test_gate_cancel_audit import audit_records, enable_audit
+from tests.upstreams import mock_upstream, set_upstreams
+
+pytestmark = pytest.mark.timeout(120)
+
+META = ["toolfunnel_list_tools", "toolfunnel_tool_instructions", "toolfunnel_run_tool", "toolfunnel_howto"]
+PROFILES = [
+    {"name": "narrow", "match": {"clientName": "narrow-*"}, "upstreams": ["mock"],
+     "tools": ["mock_*", "echo"], "alwaysLoad": ["mock_echo"]},
+    {"name": "wide", "match": {"clientName": "wide-*"}, "mode": "full"},
+]
+
+
+def make_home(home: Path, marker: Path) -> None:
+    set_upstreams(home, mock_upstream("mock"), mock_upstream("other"),
+                  expose=[{"upstream": "other", "tool": "echo", "as": "other_say"}])
+    settings = json.loads((home / "toolfunnel.json").read_text())
+    (home / "toolfunnel.json").write_text(json.dumps({**settings, "profiles": PROFILES}))
+    register_path = home / "tools" / "tools.register.json"
+    register = json.loads(register_path.read_text())
+    register["tools"].append({"id": "mark", "name": "Mark", "summary": "Leaves a file behind.",
+                              "invoke": {"type": "shell", "command": f"touch {marker}"},
+                              "inputSchema": {"type": "object"}})
+    register_path.write_text(json.dumps(register))
+    enable_audit(home)
+
+
+def client(url: str | StdioServerParameters, name: str, mode: str = "legacy") -> Client:
+    return Client(url, mode=mode, cache=None,
+                  client_info=Implementation(name=name, version="1"))
+
+
+def text(result: Any) -> str:
+    block = result.content[0]
+    assert isinstance(block, TextContent)
+    return block.text
+
+
+async def names_once(session: Client, expected: str) -> list[str]:
+    """The top-level names once `expected` is among them (its upstream came up), bounded."""
+    with trio.fail_after(30):
+        while expected not in (names := [t.name for t in (await session.list_tools()).tools]):
+            await trio.sleep(0.1)
+    return names
+
+
+async def refused(session: Client, name: str, args: dict[str, Any]) -> str:
+    """The text of a refusal: an error result, or the protocol error for an unknown tool."""
+    try:
+        result = await session.call_tool(name, args)
+    except MCPError as exc:
+        return exc.error.message
+    assert result.is_error, f"{name} {args} ran: {result.content}"
+    return text(result)
+
+
+async def test_two_clients_see_two_surfaces_and_the_narrow_one_cannot_reach_a_hidden_tool(
+        home: Path, tmp_path: Path) -> None:
+    marker = tmp_path / "marked"
+    make_home(home, marker)
+    async with http_gateway(home) as gw:
+        url = f"{gw.url}/mcp"
+        for mode in ("legacy", "auto"):  # both eras: the legacy session's profile, a modern request's
+            async with client(url, "wide-app", mode) as wide, client(url, "narrow-app", mode) as narrow:
+                wide_names = [t.name for t in (await wide.list_tools()).tools]
+                assert wide_names[:4] == META
+                assert {"echo", "hash", "mark", "mock_echo", "other_add", "other_say"} <= set(wide_names)
+                assert [t.name for t in (await narrow.list_tools()).tools] == [*META, "mock_echo"]
+
+                listed = json.loads(text(await narrow.call_tool("toolfunnel_list_tools", {"limit": 500})))
+                ids = {b["id"] for b in listed}
+                assert "echo" in ids and "mock_add" in ids
+                assert not ids & {"hash", "mark", "other_add", "other_say"}
+                searched = json.loads(text(await narrow.call_tool("toolfunnel_list_tools",
+                                                                  {"query": "echo"})))
+                assert {b["id"] for b in searched} <= ids
+
+                for name, args in (("other_say", {"text": "x"}), ("mark", {}), ("other_add", {}),
+                                   ("toolfunnel_run_tool", {"name": "mark"}),
+                                   ("toolfunnel_run_tool", {"name": "Mark"}),
+                                   ("toolfunnel_run_tool", {"name": "other_say", "args": {"text": "x"}}),
+                                   ("toolfunnel_run_tool", {"name": "other_add", "args": {}}),
+                                   ("toolfunnel_tool_instructions", {"name": "other_say"}),
+                                   ("toolfunnel_tool_instructions", {"name": "mark"})):
+                    message = await refused(narrow, name, args)
+                    assert "other" not in message.replace(name, "") or "no tool" in message.lower(), message
+                assert not marker.exists(), "a tool outside the profile ran"
+
+                ok = await narrow.call_tool("toolfunnel_run_tool",
+                                            {"name": "mock_echo", "args": {"text": "hi"}})
+                assert not ok.is_error and "hi" in text(ok)
+                assert not (await narrow.call_tool("mock_echo", {"text": "hi"})).is_error
+
+                # The same tools run for the wide client: the refusals were the profile's.
+                assert not (await wide.call_tool("other_say", {"text": "x"})).is_error
+                assert not (await wide.call_tool("mark", {})).is_error
+                with trio.fail_after(10):
+                    while not marker.exists():
+                        await trio.sleep(0.05)
+                marker.unlink()
+
+    refusals = [r for r in audit_records(home) if r["type"] == "profile" and r["event"] == "refused"]
+    assert {r["name"] for r in refusals} >= {"other_say", "mark", "Mark", "other_add"}
+    assert {r["profile"] for r in refusals} == {"narrow"}
+    connects = {r["client"].split("/")[0]: r for r in audit_records(home)
+                if r["type"] == "client" and r["event"] == "connect"}
+    assert connects["narrow-app"]["profile"] == "narrow" and connects["narrow-app"]["surface"] == "lean"
+    assert connects["wide-app"]["profile"] == "wide" and connects["wide-app"]["surface"] == "full"
+
+
+def stdio(home: Path, *args: str) -> StdioServerParameters:
+    return StdioServerParameters(command=sys.executable,
+                                 args=["-m", "tfunnel", "--home", str(home), "serve", *args])
+
+
+async def test_serve_profile_forces_one_profile_over_stdio(home: Path, tmp_path: Path) -> None:
+    make_home(home, tmp_path / "marked")
+    async with client(stdio(home, "--profile", "narrow"), "wide-app") as forced:
+        assert await names_once(forced, "mock_echo") == [*META, "mock_echo"]
+    async with client(stdio(home), "wide-app") as matched:
+        assert "other_say" in await names_once(matched, "other_say")
+
+
+def test_serve_profile_must_name_a_defined_profile(home: Path, tmp_path: Path) -> None:
+    make_home(home, tmp_path / "marked")
+    argv = [sys.executable, "-m", "tfunnel", "--home", str(home), "serve", "--profile", "nope"]
+    done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert "'nope' names no profile" in done.stderr and "narrow, wide" in done.stderr
