@@ -10,13 +10,17 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import pytest
 import trio
 from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.types import Implementation, TextContent
 
+from tests.authserver import ec_key
 from tests.httpgw import http_gateway
+from tests.test_auth_http import authenticated
 from tests.test_gate_cancel_audit import audit_records, enable_audit
 from tests.upstreams import mock_upstream, set_upstreams
 
@@ -146,3 +150,31 @@ def test_serve_profile_must_name_a_defined_profile(home: Path, tmp_path: Path) -
     done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2
     assert "'nope' names no profile" in done.stderr and "narrow, wide" in done.stderr
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_a_token_scope_or_subject_chooses_the_profile(home: Path, mode: str) -> None:
+    """Over authenticated HTTP the bearer token's scope or subject chooses the profile: the same
+    client name sees two surfaces with two tokens, in both eras."""
+    settings = json.loads((home / "toolfunnel.json").read_text())
+    (home / "toolfunnel.json").write_text(json.dumps({**settings, "profiles": [
+        {"name": "ops", "match": {"tokenScope": "mcp:ops"}, "mode": "full"},
+        {"name": "robot", "match": {"tokenSubject": "robot-*"}, "tools": ["echo"], "alwaysLoad": ["echo"]},
+    ]}))
+    with trio.fail_after(100):
+        async with authenticated(home, ec_key("k1")) as (_, gw, signer):
+            seen = {}
+            for who, token in (("ops", signer.token(scope="mcp:tools mcp:ops")),
+                               ("robot", signer.token(sub="robot-7")),
+                               ("plain", signer.token())):
+                headers = {"authorization": f"Bearer {token}"}
+                async with httpx2.AsyncClient(headers=headers, timeout=30) as http, \
+                        Client(streamable_http_client(f"{gw.url}/mcp", http_client=http), mode=mode,
+                               cache=None, client_info=Implementation(name="same-app", version="1")) as c:
+                    seen[who] = [t.name for t in (await c.list_tools()).tools]
+                    if who == "robot":
+                        assert "hash" in await refused(c, "toolfunnel_run_tool",
+                                                       {"name": "hash", "args": {"text": "x"}})
+    assert seen["plain"] == META
+    assert seen["robot"] == [*META, "echo"]
+    assert {"echo", "hash", "demo_add"} <= set(seen["ops"])

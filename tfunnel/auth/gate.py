@@ -32,7 +32,8 @@ from tfunnel.auth import challenge
 from tfunnel.auth.config import AuthConfig
 from tfunnel.auth.denials import DenyLimiter
 from tfunnel.auth.jwks import KeyCache
-from tfunnel.auth.verify import TEMPORARILY_UNAVAILABLE, Verdict, bearer_token, verify
+from tfunnel.auth.verify import TEMPORARILY_UNAVAILABLE, Verdict, bearer_token, scopes_of, verify
+from tfunnel.protocol.session import TokenFacts
 
 log = structlog.get_logger("tfunnel.auth")
 
@@ -69,6 +70,16 @@ def principal_of(scope: Mapping[str, Any]) -> str | None:
     """The principal of the request's token; None when authentication is off."""
     value = scope.get(PRINCIPAL_KEY)
     return value if isinstance(value, str) else None
+
+
+def token_facts(scope: Mapping[str, Any]) -> TokenFacts:
+    """The request's token's subject and scopes (for choosing a profile); (None, empty) when
+    authentication is off."""
+    claims = scope.get(CLAIMS_KEY)
+    if not isinstance(claims, Mapping):
+        return None, frozenset()
+    subject = claims.get("sub")
+    return (subject if isinstance(subject, str) and subject else None), scopes_of(claims)
 
 
 def stream_deadline(scope: Mapping[str, Any]) -> float:

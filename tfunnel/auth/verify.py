@@ -146,7 +146,7 @@ def _choose(kid: str | None, alg: str, keys: Sequence[Key]) -> Key | Verdict:
     return key
 
 
-def _scopes(claims: Mapping[str, Any]) -> frozenset[str]:
+def scopes_of(claims: Mapping[str, Any]) -> frozenset[str]:
     """`scope` (space-delimited, RFC 9068) and `scp` (an array, or a string) together."""
     granted: set[str] = set()
     for name in ("scope", "scp"):
@@ -217,7 +217,7 @@ def verify(token: str, keys: Sequence[Key], config: AuthConfig, now: float) -> V
             return _refuse("the nbf claim is not a valid time", "nbf is not a finite number in [0, 2**53)")
         if now + tolerance < nbf:
             return _refuse("the token is not valid yet", "nbf is in the future")
-    granted = _scopes(claims)
+    granted = scopes_of(claims)
     missing = [s for s in config.required_scopes if s not in granted]
     if missing:
         text = "missing scope: " + " ".join(missing)

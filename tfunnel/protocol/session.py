@@ -24,6 +24,11 @@ DECLINED: Mapping[str, Mapping[str, Any]] = {"elicitation/create": {"action": "d
                                               "roots/list": {"roots": []}}
 
 
+# What an HTTP bearer token says of its holder: its subject (`sub`) and scopes.
+TokenFacts = tuple[str | None, frozenset[str]]
+NO_TOKEN: TokenFacts = (None, frozenset())
+
+
 @dataclass
 class ClientSession:
     """What one client told us in `initialize`; owned by its transport connection."""
@@ -37,6 +42,9 @@ class ClientSession:
     # connection takes notifications nobody asked for in a request (its transport's stream).
     log_level: str | None = None
     push: Callable[[dict[str, Any]], None] | None = field(default=None, repr=False, compare=False)
+    # What the HTTP bearer token says of its holder (authentication on): its `sub` and scopes.
+    token_subject: str | None = None
+    token_scopes: frozenset[str] = frozenset()
 
     @property
     def label(self) -> str:

@@ -18,7 +18,7 @@ from tfunnel.protocol import session as legacy
 from tfunnel.protocol.eras import Era
 from tfunnel.protocol.jsonrpc import INVALID_PARAMS, POLICY_DENIED, RESOURCE_NOT_FOUND, Notification, Request
 from tfunnel.protocol.results import ToolResult
-from tfunnel.protocol.session import ClientSession
+from tfunnel.protocol.session import NO_TOKEN, ClientSession
 from tfunnel.route.channel import LegacyChannel, progress_and_meta, server_requests
 from tfunnel.route.methods import INSTRUCTIONS, Methods
 from tfunnel.route.peer import Peer, ServerRequests
@@ -56,10 +56,12 @@ class Resources(Protocol):
 Choose = Callable[[Who], Chosen]
 
 
-def who_of(client_info: Mapping[str, Any]) -> Who:
-    """What a client's clientInfo says about it, for choosing its profile."""
+def who_of(client_info: Mapping[str, Any], session: ClientSession | None = None) -> Who:
+    """What a client's clientInfo (and the bearer token its transport saw, on `session`) says
+    about it, for choosing its profile."""
     name = client_info.get("name")
-    return Who(client_name=name if isinstance(name, str) else "")
+    subject, scopes = (session.token_subject, session.token_scopes) if session is not None else NO_TOKEN
+    return Who(client_name=name if isinstance(name, str) else "", subject=subject, scopes=scopes)
 
 
 class LegacyAdapter:
@@ -96,7 +98,7 @@ class LegacyAdapter:
 
     def _chosen(self, session: ClientSession) -> Chosen:
         """The session's profile now (a profile edit applies from the session's next request)."""
-        return self._choose(who_of(session.client_info))
+        return self._choose(who_of(session.client_info, session))
 
     async def _met(self, session: ClientSession, params: dict[str, Any], peer: Peer | None) -> None:
         """Tell of the client before it is answered (what it offered; `legacy.initialize` then

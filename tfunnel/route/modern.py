@@ -28,6 +28,7 @@ from tfunnel.protocol.jsonrpc import (
     Request,
 )
 from tfunnel.protocol.results import ToolResult
+from tfunnel.protocol.session import ClientSession
 from tfunnel.route.bridge import Resume
 from tfunnel.route.channel import BRIDGED, CONFIRM_SCHEMA, ModernChannel, progress_and_meta
 from tfunnel.route.legacy import Choose, Resources, who_of
@@ -74,21 +75,23 @@ class ModernAdapter:
         self.parking = parking or Parking()
         self.listening = 0
 
-    def profile_for(self, client_info: Mapping[str, Any]) -> Chosen:
-        """The profile of a modern request's client (chosen anew for each request)."""
-        return self._choose(who_of(client_info))
+    def profile_for(self, client_info: Mapping[str, Any], session: ClientSession | None = None) -> Chosen:
+        """The profile of a modern request's client (chosen anew for each request; `session`
+        carries what its bearer token said)."""
+        return self._choose(who_of(client_info, session))
 
-    async def handle(self, request: Request, peer: Peer | None) -> dict[str, Any]:
+    async def handle(self, request: Request, peer: Peer | None,
+                     session: ClientSession | None = None) -> dict[str, Any]:
         env = modern.envelope(request.params)
         method = request.method
         face = self._face()
         if method == "server/discover":
             result = modern.discover_result(face.capabilities_copy(), face.instructions or None)
         elif method == "subscriptions/listen":
-            result = await self._listen(request, peer)
+            result = await self._listen(request, peer, session)
         else:
             site = _ModernSite(request, env, peer, self._sealer, self.parking, self._notices,
-                               self._methods.bridged, self.profile_for(env.client_info))
+                               self._methods.bridged, self.profile_for(env.client_info, session))
             try:
                 result = await self._methods.handle(Era.MODERN, method, request.params, site)
             except ProtocolError as exc:
@@ -100,7 +103,8 @@ class ModernAdapter:
 
     # --- subscriptions/listen -----------------------------------------------------------------
 
-    async def _listen(self, request: Request, peer: Peer | None) -> dict[str, Any]:
+    async def _listen(self, request: Request, peer: Peer | None,
+                      session: ClientSession | None = None) -> dict[str, Any]:
         wanted = request.params.get("notifications", {})
         if not isinstance(wanted, dict):
             raise ProtocolError(INVALID_PARAMS, 'Invalid params: "notifications" must be an object')
@@ -110,8 +114,8 @@ class ModernAdapter:
             raise ProtocolError(INTERNAL_ERROR, f"too many listen streams (at most {MAX_LISTEN_STREAMS})")
         honoured: dict[str, Any] = {flag: True for flag in LISTEN_KINDS if wanted.get(flag) is True}
         kinds = {LISTEN_KINDS[flag] for flag in honoured}
-        subscribed = self._subscriptions(wanted.get("resourceSubscriptions"),
-                                         self.profile_for(modern.envelope(request.params).client_info))
+        chosen = self.profile_for(modern.envelope(request.params).client_info, session)
+        subscribed = self._subscriptions(wanted.get("resourceSubscriptions"), chosen)
         if subscribed:
             honoured["resourceSubscriptions"] = list(dict.fromkeys(subscribed.values()))
         tag = {modern.SUBSCRIPTION_ID_META: request.id}

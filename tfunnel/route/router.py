@@ -15,7 +15,7 @@ from tfunnel.config.model import Settings
 from tfunnel.observe.audit import AuditLog
 from tfunnel.protocol.eras import Era
 from tfunnel.protocol.jsonrpc import Notification, Request
-from tfunnel.protocol.session import ClientSession
+from tfunnel.protocol.session import NO_TOKEN, ClientSession, TokenFacts
 from tfunnel.route.legacy import Choose, LegacyAdapter, Meet, Resources, SessionHooks
 from tfunnel.route.methods import INSTRUCTIONS, Methods
 from tfunnel.route.modern import ModernAdapter
@@ -65,15 +65,17 @@ class Router:
         if request.method in NEEDS:
             self._face().refuse_undeclared(request.method)
         if era is Era.MODERN:
-            return await self.modern.handle(request, peer)
+            return await self.modern.handle(request, peer, session)
         return await self.legacy.handle(session, request, peer)
 
-    def tool_schema(self, name: Any, client_info: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    def tool_schema(self, name: Any, client_info: Mapping[str, Any],
+                    token: TokenFacts = NO_TOKEN) -> Mapping[str, Any] | None:
         """The inputSchema of a top-level tool (for `Mcp-Param-*` header checks), if listed to a
-        modern client with `client_info` (its profile's view)."""
+        modern client with `client_info` and bearer `token` facts (its profile's view)."""
         if not isinstance(name, str):
             return None
-        return self._surface.tool_schema(name, self.modern.profile_for(client_info))
+        holder = ClientSession(id="modern", token_subject=token[0], token_scopes=token[1])
+        return self._surface.tool_schema(name, self.modern.profile_for(client_info, holder))
 
     def notify(self, session: ClientSession, note: Notification) -> None:
         """Client notifications other than cancellation (which the transport owns)."""

@@ -27,7 +27,7 @@ from typing import Any
 import structlog
 import trio
 
-from tfunnel.auth.gate import AuthGate, principal_of, stream_deadline
+from tfunnel.auth.gate import AuthGate, principal_of, stream_deadline, token_facts
 from tfunnel.errors import ProtocolError
 from tfunnel.home.live import Live
 from tfunnel.observe.observer import CallTally
@@ -36,7 +36,7 @@ from tfunnel.protocol.eras import LEGACY_VERSIONS, MODERN_VERSIONS, Era
 from tfunnel.protocol.headers import check_modern_headers, check_param_headers
 from tfunnel.protocol.jsonrpc import Notification, Request
 from tfunnel.protocol.modern import HEADER_MISMATCH
-from tfunnel.protocol.session import ClientSession
+from tfunnel.protocol.session import NO_TOKEN, ClientSession, TokenFacts
 from tfunnel.route import Router
 from tfunnel.route.eras import Refusal
 from tfunnel.serve import health
@@ -183,7 +183,8 @@ class HttpApp:
             await rpc_error(send, 405, None, jsonrpc.INVALID_REQUEST,
                             "Method Not Allowed: this gateway serves modern MCP only")
         elif path == "/sse" and method == "GET":
-            await self.legacy_sse.stream(receive, send, principal_of(scope), stream_deadline(scope))
+            await self.legacy_sse.stream(receive, send, principal_of(scope), stream_deadline(scope),
+                                         token_facts(scope))
         elif path in ("/messages", "/messages/") and method == "POST":
             await self.legacy_sse.post(scope.get("query_string", b"").decode("latin-1"), receive, send,
                                        principal_of(scope))
@@ -229,10 +230,10 @@ class HttpApp:
             await self._exchange(self._stateless(), message, receive, send, era=era)
             return
         elif era is Era.MODERN:
-            await self._modern(headers, message, receive, send, stream_deadline(scope))
+            await self._modern(headers, message, receive, send, stream_deadline(scope), token_facts(scope))
             return
         elif message.method == "initialize":
-            await self._initialize(message, send, principal_of(scope))
+            await self._initialize(message, send, principal_of(scope), token_facts(scope))
             return
         session = await self._session(scope, headers, send)
         if session is None:
@@ -251,18 +252,20 @@ class HttpApp:
         await self._exchange(session.connection, message, receive, send, session, era=Era.LEGACY,
                              deadline=stream_deadline(scope))
 
-    def _stateless(self) -> Connection:
-        """The connection of one modern request: no session is minted or consulted."""
-        return Connection(self.service, ClientSession(id="modern"), ending=self.stopping, bind_session=False)
+    def _stateless(self, token: TokenFacts = NO_TOKEN) -> Connection:
+        """The connection of one modern request: no session is minted or consulted (`token`:
+        its bearer token's subject and scopes)."""
+        client = ClientSession(id="modern", token_subject=token[0], token_scopes=token[1])
+        return Connection(self.service, client, ending=self.stopping, bind_session=False)
 
     async def _modern(self, headers: dict[str, str], request: Request, receive: Receive, send: Send,
-                      deadline: float) -> None:
+                      deadline: float, token: TokenFacts) -> None:
         """A stateless request: no session is minted or consulted (`Mcp-Session-Id` is ignored)."""
         try:
             envelope = modern.envelope(request.params, supported=None)
             check_modern_headers(headers, request.method, request.params, envelope.protocol_version)
             if request.method == "tools/call":
-                schema = self.router.tool_schema(request.params.get("name"), envelope.client_info)
+                schema = self.router.tool_schema(request.params.get("name"), envelope.client_info, token)
                 arguments = request.params.get("arguments")
                 if schema is not None and isinstance(arguments, dict):
                     check_param_headers(headers, schema, arguments)
@@ -270,10 +273,12 @@ class HttpApp:
             await json_response(send, modern.http_status(exc.code),
                                 jsonrpc.error_message(request.id, exc.code, exc.message, exc.data))
             return
-        await self._exchange(self._stateless(), request, receive, send, era=Era.MODERN, deadline=deadline)
+        await self._exchange(self._stateless(token), request, receive, send, era=Era.MODERN,
+                             deadline=deadline)
 
-    async def _initialize(self, request: Request, send: Send, principal: str | None) -> None:
-        session = await self.sessions.create(self._connect, principal)
+    async def _initialize(self, request: Request, send: Send, principal: str | None,
+                          token: TokenFacts) -> None:
+        session = await self.sessions.create(self._connect, principal, token)
         if session is None:
             await rpc_error(send, 503, request.id, jsonrpc.INTERNAL_ERROR,
                             "Too many sessions: every session has a call or stream open")

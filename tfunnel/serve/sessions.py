@@ -15,7 +15,7 @@ import structlog
 import trio
 
 from tfunnel.protocol import jsonrpc
-from tfunnel.protocol.session import ClientSession
+from tfunnel.protocol.session import NO_TOKEN, ClientSession, TokenFacts
 from tfunnel.serve.connection import Connection
 
 # A session nobody has used for this long is forgotten (its client must initialize again).
@@ -72,12 +72,14 @@ class SessionStore:
         return sum(s.streams for s in self._sessions.values())
 
     async def create(self, connect: Callable[[ClientSession], Connection],
-                     principal: str | None = None) -> HttpSession | None:
+                     principal: str | None = None,
+                     token: TokenFacts = NO_TOKEN) -> HttpSession | None:
         """A new session with a secure random id, its connection made by `connect`. Sessions
         idle past the expiry are forgotten first; when the store is still full, the least
         recently used idle session (no call or stream open) is evicted to make room (its client
         gets 404 and initializes again). None when every session is busy. Every session
-        forgotten here goes to `run_ends`."""
+        forgotten here goes to `run_ends`. `token`: the token's subject and scopes
+        (`auth.gate.token_facts`), which choose the session's profile."""
         forgotten = self._forget_expired()
         if len(self._sessions) >= self.max_sessions:
             victim = next((s for s in self._sessions.values() if not s.busy), None)
@@ -89,7 +91,8 @@ class SessionStore:
             self.remove(victim.client.id)
             forgotten.append(victim)
         session_id = secrets.token_urlsafe(32)  # visible ASCII, unguessable
-        session = HttpSession(connect(ClientSession(id=session_id)), trio.current_time(), principal=principal)
+        client = ClientSession(id=session_id, token_subject=token[0], token_scopes=token[1])
+        session = HttpSession(connect(client), trio.current_time(), principal=principal)
         self._sessions[session_id] = session
         await self._hand_over(forgotten)
         return session

@@ -17,7 +17,7 @@ import trio
 
 from tfunnel.protocol import jsonrpc
 from tfunnel.protocol.jsonrpc import Request
-from tfunnel.protocol.session import ClientSession
+from tfunnel.protocol.session import NO_TOKEN, ClientSession, TokenFacts
 from tfunnel.serve.asgi import (
     SSE_HEADERS,
     Receive,
@@ -54,10 +54,12 @@ class LegacySse:
         self._streams: dict[str, tuple[Stream, trio.Nursery]] = {}
 
     async def stream(self, receive: Receive, send: Send, principal: str | None = None,
-                     deadline: float = math.inf) -> None:
-        """`GET /sse`: a new session of `principal` whose answers and notifications all flow here,
-        until `deadline` (the token's expiry) at the latest."""
-        session = await self.sessions.create(self._connect, principal)
+                     deadline: float = math.inf,
+                     token: TokenFacts = NO_TOKEN) -> None:
+        """`GET /sse`: a new session of `principal` (its token's subject and scopes: `token`)
+        whose answers and notifications all flow here, until `deadline` (the token's expiry) at
+        the latest."""
+        session = await self.sessions.create(self._connect, principal, token)
         if session is None:
             await rpc_error(send, 503, None, jsonrpc.INTERNAL_ERROR, "Too many sessions")
             return
