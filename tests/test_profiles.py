@@ -205,3 +205,18 @@ def test_views_are_built_once_per_profile_and_neutral_is_the_catalog() -> None:
     narrow = chosen(tools=("echo",))
     assert whole.view(narrow) is whole.view(narrow)
     assert whole.view(narrow).view(chosen(mode="full")) is whole.view(narrow)  # a view is final
+
+
+def test_check_warns_of_a_profile_upstream_that_matches_nothing(home: Any) -> None:
+    import json
+
+    from tests.upstreams import mock_upstream, set_upstreams
+    from tfunnel.home.check import check_home
+
+    set_upstreams(home, mock_upstream("time"))
+    settings = json.loads((home / "toolfunnel.json").read_text())
+    (home / "toolfunnel.json").write_text(json.dumps({**settings, "profiles": [
+        {"name": "p", "upstreams": ["time", "tiem", "t*"]}]}))
+    found = [p for p in check_home(home) if p.field == "upstreams"]
+    assert [(p.severity, p.entry) for p in found] == [("warning", "profiles[0] ('p')")]
+    assert "'tiem' matches no upstream" in found[0].message and "configured: time" in found[0].message

@@ -8,11 +8,12 @@ own, then what serving it would hit (`runtime`). A new check is one more produce
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from fnmatch import fnmatchcase
 from pathlib import Path
 
 from tfunnel.config.expose import EXPOSE
 from tfunnel.config.home import child_environment
-from tfunnel.config.load import REGISTER, STATE
+from tfunnel.config.load import REGISTER, SETTINGS, STATE
 from tfunnel.errors import ConfigProblem
 from tfunnel.gate.manifest import HOOK_STATE, MANIFEST, with_overlay
 from tfunnel.home import preflight
@@ -66,7 +67,22 @@ def wrap(reading: HomeReading) -> Iterator[ConfigProblem]:
                             "passthrough")
 
 
-CHECKS: tuple[Check, ...] = (files, runtime, wrap)
+def profiles(reading: HomeReading) -> Iterator[ConfigProblem]:
+    """A profile's `upstreams` pattern that names no configured upstream: likely a typo, which
+    leaves that profile's clients without the upstream (a warning: nothing widens)."""
+    settings, expose = reading.get(SETTINGS).value, reading.get(EXPOSE).value
+    if settings is None or expose is None:
+        return
+    ids = [spec.id for spec in expose.upstreams]
+    for index, profile in enumerate(settings.profiles):
+        for pattern in profile.upstreams or ():
+            if not any(fnmatchcase(uid, pattern) for uid in ids):
+                yield ConfigProblem(SETTINGS.name, f"{pattern!r} matches no upstream in {EXPOSE.name} "
+                                    f"(configured: {', '.join(ids) or 'none'})",
+                                    f"profiles[{index}] ({profile.name!r})", "upstreams", "warning")
+
+
+CHECKS: tuple[Check, ...] = (files, runtime, wrap, profiles)
 
 
 def check_home(home: Path) -> list[ConfigProblem]:

@@ -97,7 +97,7 @@ class LegacyAdapter:
                                                       self._chosen(session)))
 
     def _chosen(self, session: ClientSession) -> Chosen:
-        """The session's profile now (a profile edit applies from the session's next request)."""
+        """The session's profile, chosen for each of its requests (cheap: `profiles.choose` caches)."""
         return self._choose(who_of(session.client_info, session))
 
     async def _met(self, session: ClientSession, params: dict[str, Any], peer: Peer | None) -> None:

@@ -1,7 +1,7 @@
 """Which profile a client gets, and what a profile lets it see and run (pure).
 
-The route layer calls `choose` for every request (cheap, cached): a profile edit applies to the
-next request of every session. `Catalog.view` applies the choice; every listing and every call
+The route layer calls `choose` for every request (cheap, cached) with the settings in force.
+`Catalog.view` applies the choice; every listing and every call
 path reads visibility through it, so a tool a profile leaves out is absent and refused alike, the
 same rule as `enabled: false`.
 """
