@@ -35,7 +35,8 @@ PROFILES = [
 
 
 def make_home(home: Path, marker: Path) -> None:
-    set_upstreams(home, mock_upstream("mock"), mock_upstream("other"),
+    set_upstreams(home, mock_upstream("mock", description="The mock upstream."),
+                  mock_upstream("other", description="The other upstream."),
                   expose=[{"upstream": "other", "tool": "echo", "as": "other_say"}])
     settings = json.loads((home / "toolfunnel.json").read_text())
     (home / "toolfunnel.json").write_text(json.dumps({**settings, "profiles": PROFILES}))
@@ -89,6 +90,10 @@ async def test_two_clients_see_two_surfaces_and_the_narrow_one_cannot_reach_a_hi
                 assert wide_names[:4] == META
                 assert {"echo", "hash", "mark", "mock_echo", "other_add", "other_say"} <= set(wide_names)
                 assert [t.name for t in (await narrow.list_tools()).tools] == [*META, "mock_echo"]
+                # The server instructions name only the upstreams the profile allows.
+                assert "The other upstream." in (wide.instructions or "")
+                assert "The mock upstream." in (narrow.instructions or "")
+                assert "The other upstream." not in (narrow.instructions or "")
 
                 listed = json.loads(text(await narrow.call_tool("toolfunnel_list_tools", {"limit": 500})))
                 ids = {b["id"] for b in listed}

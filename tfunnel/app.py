@@ -47,6 +47,7 @@ from tfunnel.surface import profiles
 from tfunnel.surface.changes import announced
 from tfunnel.surface.instructions import Section, compose
 from tfunnel.surface.notices import Notices
+from tfunnel.surface.profiles import Chosen
 from tfunnel.surface.reads import Reads
 from tfunnel.surface.service import Surface
 from tfunnel.tools.runner import LocalRunner
@@ -141,7 +142,7 @@ def build(home: Path, environ: Mapping[str, str] | None = None, observer: Observ
                       default_channel=LegacyChannel({}, None, {}), builtins=management)
     reads = Reads(lambda: live.catalog, lambda: gate, supervisor, audit, notices)
     faces = Faces(live, supervisor, reviewed,
-                  lambda: server_instructions(supervisor, reviewed, live.settings))
+                  lambda chosen: server_instructions(supervisor, reviewed, live.settings, chosen))
     router = Router(lambda: live.settings, surface, gate, audit, reads=reads,
                     tools_changed=live.tools_changed, notices=notices, resources=lambda: live.catalog,
                     face=faces.face, settle=faces.settle, meet=faces.meet, waiting=faces.waiting,
@@ -205,12 +206,15 @@ def surface_names(live: Live, upstream: str) -> dict[str, str]:
     return names
 
 
-def server_instructions(supervisor: Supervisor, reviewed: Reviewed, settings: Settings) -> str:
+def server_instructions(supervisor: Supervisor, reviewed: Reviewed, settings: Settings,
+                        chosen: Chosen | None = None) -> str:
     """The instructions for a client starting now: the base text, then a section per ready
-    upstream (its expose.json `description`, its own instructions as approved), in config order."""
+    upstream (its expose.json `description`, its own instructions as approved), in config order;
+    only the upstreams the client's profile `chosen` allows."""
     shown = reviewed.instructions()
     sections = [Section(uid, upstream.spec.description, shown.get(uid, ""))
-                for uid, upstream in supervisor.ready().items()]
+                for uid, upstream in supervisor.ready().items()
+                if chosen is None or profiles.allows_upstream(chosen.profile, uid)]
     return compose(INSTRUCTIONS, sections, settings.upstream_instructions_max_chars)
 
 

@@ -14,6 +14,7 @@ from tfunnel.home.live import Live
 from tfunnel.home.reviewed import Reviewed
 from tfunnel.protocol.session import CARRIED_CLIENT_CAPABILITIES
 from tfunnel.surface.face import UNCARRIED, Face, funnel_face, unknown_identity
+from tfunnel.surface.profiles import Chosen
 from tfunnel.upstream.handshake import Connection
 from tfunnel.upstream.session import ServerRequests
 from tfunnel.upstream.supervisor import Identity, Mirror, Supervisor, Upstream
@@ -21,7 +22,7 @@ from tfunnel.upstream.supervisor import Identity, Mirror, Supervisor, Upstream
 
 class Faces:
     def __init__(self, live: Live, supervisor: Supervisor, reviewed: Reviewed,
-                 funnel_instructions: Callable[[], str]) -> None:
+                 funnel_instructions: Callable[[Chosen | None], str]) -> None:
         self._live = live
         self._supervisor = supervisor
         self._reviewed = reviewed
@@ -39,7 +40,8 @@ class Faces:
         connected in this process (there is no identity to show, and ours would be a lie)."""
         wrap = self._live.catalog.wrap
         if wrap is None:
-            return funnel_face(self._live.settings, self._funnel_instructions)
+            return funnel_face(self._live.settings, lambda: self._funnel_instructions(None),
+                               self._funnel_instructions)
         uid = wrap.upstream
         connection = self._connection(uid)
         if connection is None:

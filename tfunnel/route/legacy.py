@@ -157,13 +157,15 @@ class LegacyAdapter:
                           peer: Peer | None) -> dict[str, Any]:
         await self._met(session, params, peer)
         face = self._face()
-        result = legacy.initialize(session, params, face.server_info, face.instructions,
+        # Chosen by what this initialize says (the session records it only as it is answered).
+        info = params.get("clientInfo")
+        chosen = self._choose(who_of(info if isinstance(info, dict) else {}, session))
+        result = legacy.initialize(session, params, face.server_info, face.instructions_for(chosen),
                                    face.capabilities_copy() if face.wrapped is not None else None)
         context = await self._hooks.session_start(session.id)
         if context:
             shown = result.get("instructions")
             result["instructions"] = f"{shown}\n\n{context}" if shown else context
-        chosen = self._chosen(session)
         log.info("client session", client=session.label, protocol=session.protocol_version,
                  profile=chosen.name)
         self._audit.record("client", event="connect", session=session.id, client=session.label,

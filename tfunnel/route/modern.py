@@ -86,7 +86,8 @@ class ModernAdapter:
         method = request.method
         face = self._face()
         if method == "server/discover":
-            result = modern.discover_result(face.capabilities_copy(), face.instructions or None)
+            instructions = face.instructions_for(self.profile_for(env.client_info, session))
+            result = modern.discover_result(face.capabilities_copy(), instructions or None)
         elif method == "subscriptions/listen":
             result = await self._listen(request, peer, session)
         else:

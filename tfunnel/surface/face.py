@@ -16,6 +16,7 @@ from tfunnel.config.model import Settings
 from tfunnel.errors import ProtocolError
 from tfunnel.protocol.jsonrpc import INTERNAL_ERROR, METHOD_NOT_FOUND
 from tfunnel.protocol.session import SERVER_CAPABILITIES
+from tfunnel.surface.profiles import Chosen
 
 # The capability a server must declare to be asked each method (what the wrapped upstream did
 # not declare, it is not asked). `tools/*` and `ping` are always answered.
@@ -41,10 +42,19 @@ class Face:
     compose: Callable[[], str] = field(default=lambda: "", compare=False, repr=False)
     # The wrapped upstream's id; None: tfunnel's own face.
     wrapped: str | None = None
+    # The instructions a client of a profile gets (tfunnel's: the sections of the upstreams the
+    # profile allows); None: `compose`'s for every client.
+    compose_for: Callable[[Chosen], str] | None = field(default=None, compare=False, repr=False)
 
     @property
     def instructions(self) -> str:
         return self.compose()
+
+    def instructions_for(self, chosen: Chosen | None) -> str:
+        """The instructions a client with profile `chosen` gets."""
+        if chosen is None or self.compose_for is None:
+            return self.compose()
+        return self.compose_for(chosen)
 
     def capabilities_copy(self) -> dict[str, Any]:
         """The capabilities to put in a result (a copy: a client's answer never shares ours)."""
@@ -73,7 +83,9 @@ def unknown_identity(upstream: str) -> ProtocolError:
                          "connected yet; try again once it is up")
 
 
-def funnel_face(settings: Settings, instructions: Callable[[], str]) -> Face:
-    """tfunnel's own face: its configured name and version, its capabilities, `instructions`."""
+def funnel_face(settings: Settings, instructions: Callable[[], str],
+                instructions_for: Callable[[Chosen], str] | None = None) -> Face:
+    """tfunnel's own face: its configured name and version, its capabilities, `instructions`
+    (per profile: `instructions_for`)."""
     return Face({"name": settings.server_name, "version": settings.server_version}, SERVER_CAPABILITIES,
-                instructions)
+                instructions, compose_for=instructions_for)

@@ -124,8 +124,13 @@ def allows_prompt(profile: Profile, name: str, upstream: str) -> bool:
     return profile.prompts is None or _any(profile.prompts, (name,))
 
 
-def allows_resource(profile: Profile, upstream: str) -> bool:
+def allows_upstream(profile: Profile, upstream: str) -> bool:
+    """`upstream`'s tools, prompts and resources may be in `profile` (each still by its list)."""
     return profile.upstreams is None or _any(profile.upstreams, (upstream,))
+
+
+def allows_resource(profile: Profile, upstream: str) -> bool:
+    return allows_upstream(profile, upstream)
 
 
 def always_loaded(profile: Profile, names: Sequence[str]) -> bool:
