@@ -64,7 +64,8 @@ def install_pypi(root: Path) -> Path:
     return root / "venv" / "bin"
 
 
-async def capture(root: Path) -> dict[str, list[dict[str, Any]]]:
+def prepare(root: Path) -> list[tuple[str, str, list[str]]]:
+    """Install every server; (upstream id, command, args) for each one that installed."""
     work = root / "work"
     work.mkdir()
     subprocess.run(["git", "init", "-q", str(work)], check=True)
@@ -75,13 +76,20 @@ async def capture(root: Path) -> dict[str, list[dict[str, Any]]]:
         servers.append((upstream, str(root / "npm" / "node_modules" / ".bin" / binary), args))
     for upstream, (_, script, args) in PYPI.items():
         servers.append((upstream, str(bin_dir / script), args))
+    installed = []
+    for upstream, command, args in servers:
+        if Path(command).exists():
+            installed.append((upstream, command, [a.format(dir=work) for a in args]))
+        else:
+            print(f"{upstream}: not installed, skipped", file=sys.stderr)
+    return installed
+
+
+async def capture(servers: list[tuple[str, str, list[str]]]) -> dict[str, list[dict[str, Any]]]:
     tools: dict[str, list[dict[str, Any]]] = {}
     for upstream, command, args in servers:
-        if not Path(command).exists():
-            print(f"{upstream}: not installed, skipped", file=sys.stderr)
-            continue
         try:
-            tools[upstream] = await list_tools(command, [a.format(dir=work) for a in args])
+            tools[upstream] = await list_tools(command, args)
         except Exception as error:  # one server failing to start must not lose the others
             print(f"{upstream}: {error!r}, skipped", file=sys.stderr)
             continue
@@ -91,7 +99,7 @@ async def capture(root: Path) -> dict[str, list[dict[str, Any]]]:
 
 def main() -> None:
     with tempfile.TemporaryDirectory(prefix="tfunnel-capture-") as root:
-        tools = trio.run(capture, Path(root))
+        tools = trio.run(capture, prepare(Path(root)))
     OUT.write_text(json.dumps(tools, indent=1, sort_keys=True) + "\n")
     print(f"wrote {OUT}: {sum(map(len, tools.values()))} tools from {len(tools)} servers")
 
