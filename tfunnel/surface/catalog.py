@@ -6,7 +6,8 @@ upstreams exist, their tools). It is rebuilt on every config change and swapped 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import weakref
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -301,6 +302,10 @@ def _argument_names(definition: Mapping[str, Any]) -> list[str]:
 
 
 def _prompt_text(prompt: UpstreamPrompt) -> search.Fields:
+    return _kept(prompt, _prompt_text_fields)
+
+
+def _prompt_text_fields(prompt: UpstreamPrompt) -> search.Fields:
     arguments = prompt.definition.get("arguments")
     params = [f"{a.get('name', '')} {a.get('description', '')}" for a in arguments
               if isinstance(a, Mapping)] if isinstance(arguments, list) else []
@@ -309,11 +314,19 @@ def _prompt_text(prompt: UpstreamPrompt) -> search.Fields:
 
 
 def _resource_text(resource: UpstreamResource) -> search.Fields:
+    return _kept(resource, _resource_text_fields)
+
+
+def _resource_text_fields(resource: UpstreamResource) -> search.Fields:
     return search.Fields(name=f"{resource.surfaced} {resource.name}", text=resource.description,
                          upstream=resource.upstream)
 
 
 def _search_text(entry: ToolEntry) -> search.Fields:
+    return _kept(entry, _search_text_fields)
+
+
+def _search_text_fields(entry: ToolEntry) -> search.Fields:
     # A reference tool's instructions are its action, handed over only through the gate: a
     # search must not let anyone probe their words.
     instructions = entry.instructions if entry.mode != "reference" else ""
@@ -322,6 +335,10 @@ def _search_text(entry: ToolEntry) -> search.Fields:
 
 
 def _upstream_text(tool: UpstreamTool) -> search.Fields:
+    return _kept(tool, _upstream_text_fields)
+
+
+def _upstream_text_fields(tool: UpstreamTool) -> search.Fields:
     # The surfaced name is `<upstream>_<tool>` unless an expose entry chose one: only a chosen
     # one adds words; the upstream's id is its own field, with the category.
     chosen = tool.surfaced if tool.curated is not None else ""
@@ -340,3 +357,23 @@ def _parameter_text(schema: Mapping[str, Any] | None) -> str:
         described = spec.get("description") if isinstance(spec, Mapping) else None
         words.append(f"{name} {described}" if isinstance(described, str) else str(name))
     return " ".join(words)
+
+
+# id(item) -> (a weak reference to the item, its search document), while the item lives.
+_DOCUMENTS: dict[int, tuple[weakref.ref[Any], search.Fields]] = {}
+
+
+def _kept(item: Any, build: Callable[[Any], search.Fields]) -> search.Fields:
+    """`build(item)`, made once per item while it lives (catalog items are immutable): every
+    query of a catalog hands the same documents over, and `search.index` finds their index."""
+    key = id(item)
+    held = _DOCUMENTS.get(key)
+    if held is not None and held[0]() is item:
+        return held[1]
+
+    def forget(ref: weakref.ref[Any]) -> None:
+        if _DOCUMENTS.get(key, (None,))[0] is ref:
+            del _DOCUMENTS[key]
+    document = build(item)
+    _DOCUMENTS[key] = (weakref.ref(item, forget), document)
+    return document

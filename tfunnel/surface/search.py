@@ -11,6 +11,7 @@ over a fixed list of documents; ranking is deterministic, ties keep input order.
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import math
 import re
@@ -204,8 +205,8 @@ class Index:
                         best[position] = weight * value
             for position, value in best.items():
                 scores[position] += value
-        ranked = sorted(scores.items(), key=lambda item: (-item[1], item[0]))
-        return [position for position, score in ranked[:limit] if score > 0]
+        ranked = heapq.nsmallest(limit, scores.items(), key=lambda item: (-item[1], item[0]))
+        return [position for position, score in ranked if score > 0]
 
 
 @lru_cache(maxsize=INDEX_CACHE)
