@@ -35,7 +35,7 @@ _RUN = re.compile(r"[A-Za-z0-9]+")
 _CASE = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 
 _STOP_TEXT = """
-a about above after again all also am an and any are as at be been before being below between
+a about above after again all also am an and any are as at be been before being below
 both but by can could did do does doing done during each else for from further had has have
 having he her here hers him his how i if in into is it its itself just let lets me might mine
 more most much must my myself no nor not of off on once only or other our ours out over own
