@@ -6,7 +6,8 @@ upstreams exist, their tools). It is rebuilt on every config change and swapped 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import weakref
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -333,21 +334,21 @@ class _Brief:
     name: str
     summary: str
     category: str
-    text: str
+    text: search.Fields
     item: UpstreamPrompt | UpstreamResource | None = None
 
 
 def _narrow(candidates: list[_Brief], filter: str, query: str, limit: int | None) -> list[_Brief]:
-    """`filter` (a substring of id, name or summary), then `query` (BM25, best first, at most
-    `limit` or `DEFAULT_LIST_LIMIT`) or, without one, the first `limit`."""
+    """`filter` (a substring of id, name or summary), then `query` (`search.Index`, best first,
+    at most `limit` or `DEFAULT_LIST_LIMIT`) or, without one, the first `limit`."""
     if filter:
         needle = filter.lower()
         candidates = [b for b in candidates if needle in f"{b.id} {b.name} {b.summary}".lower()]
     if query:
-        # Keyed by position: a resource and a template may share a surfaced string.
-        documents = [search.Document(str(index), b.text) for index, b in enumerate(candidates)]
-        order = search.rank(query, documents, limit or DEFAULT_LIST_LIMIT)
-        return [candidates[int(key)] for key in order]
+        # By position: a resource and a template may share a surfaced string. The index of the
+        # same documents is built once (`search.index` keeps it) and serves every later query.
+        index = search.index(tuple(b.text for b in candidates))
+        return [candidates[position] for position in index.rank(query, limit or DEFAULT_LIST_LIMIT)]
     return candidates[:limit] if limit is not None else candidates
 
 
@@ -373,33 +374,79 @@ def _argument_names(definition: Mapping[str, Any]) -> list[str]:
     return [str(a["name"]) for a in arguments if isinstance(a, Mapping) and "name" in a]
 
 
-def _prompt_text(prompt: UpstreamPrompt) -> str:
-    names = " ".join(_argument_names(prompt.definition))
-    return " ".join([prompt.surfaced, prompt.surfaced, prompt.title, prompt.title, prompt.description,
-                     names])
+def _prompt_text(prompt: UpstreamPrompt) -> search.Fields:
+    return _kept(prompt, _prompt_text_fields)
 
 
-def _resource_text(resource: UpstreamResource) -> str:
-    return " ".join([resource.surfaced, resource.surfaced, resource.name, resource.name,
-                     resource.description])
+def _prompt_text_fields(prompt: UpstreamPrompt) -> search.Fields:
+    arguments = prompt.definition.get("arguments")
+    params = [f"{a.get('name', '')} {a.get('description', '')}" for a in arguments
+              if isinstance(a, Mapping)] if isinstance(arguments, list) else []
+    return search.Fields(name=f"{prompt.surfaced} {prompt.title}", text=prompt.description,
+                         params=" ".join(params), upstream=prompt.upstream)
 
 
-def _search_text(entry: ToolEntry) -> str:
-    # The id and display name count twice: a hit there says more than one in the prose. A
-    # reference tool's instructions are its action, handed over only through the gate: a search
-    # must not let anyone probe their words.
-    params = " ".join(_parameter_names(entry.input_schema))
+def _resource_text(resource: UpstreamResource) -> search.Fields:
+    return _kept(resource, _resource_text_fields)
+
+
+def _resource_text_fields(resource: UpstreamResource) -> search.Fields:
+    return search.Fields(name=f"{resource.surfaced} {resource.name}", text=resource.description,
+                         upstream=resource.upstream)
+
+
+def _search_text(entry: ToolEntry) -> search.Fields:
+    return _kept(entry, _search_text_fields)
+
+
+def _search_text_fields(entry: ToolEntry) -> search.Fields:
+    # A reference tool's instructions are its action, handed over only through the gate: a
+    # search must not let anyone probe their words.
     instructions = entry.instructions if entry.mode != "reference" else ""
-    return " ".join([entry.id, entry.id, entry.name, entry.name, entry.summary, instructions, params])
+    return search.Fields(name=f"{entry.id} {entry.name}", text=f"{entry.summary} {instructions}",
+                         params=_parameter_text(entry.input_schema), upstream=entry.category)
 
 
-def _upstream_text(tool: UpstreamTool) -> str:
-    params = " ".join(_parameter_names(tool.input_schema))
-    return " ".join([tool.surfaced, tool.surfaced, tool.display, tool.display, tool.description, params])
+def _upstream_text(tool: UpstreamTool) -> search.Fields:
+    return _kept(tool, _upstream_text_fields)
 
 
-def _parameter_names(schema: Mapping[str, Any] | None) -> list[str]:
-    if not schema:
-        return []
-    props = schema.get("properties")
-    return list(props) if isinstance(props, Mapping) else []
+def _upstream_text_fields(tool: UpstreamTool) -> search.Fields:
+    # The surfaced name is `<upstream>_<tool>` unless an expose entry chose one: only a chosen
+    # one adds words; the upstream's id is its own field, with the category.
+    chosen = tool.surfaced if tool.curated is not None else ""
+    names = " ".join(dict.fromkeys([tool.tool, tool.display, chosen]))
+    return search.Fields(name=names, text=tool.description, params=_parameter_text(tool.input_schema),
+                         upstream=f"{tool.upstream} {tool.category}")
+
+
+def _parameter_text(schema: Mapping[str, Any] | None) -> str:
+    """Each parameter's name and description (the top level of the schema)."""
+    props = schema.get("properties") if schema else None
+    if not isinstance(props, Mapping):
+        return ""
+    words = []
+    for name, spec in props.items():
+        described = spec.get("description") if isinstance(spec, Mapping) else None
+        words.append(f"{name} {described}" if isinstance(described, str) else str(name))
+    return " ".join(words)
+
+
+# id(item) -> (a weak reference to the item, its search document), while the item lives.
+_DOCUMENTS: dict[int, tuple[weakref.ref[Any], search.Fields]] = {}
+
+
+def _kept(item: Any, build: Callable[[Any], search.Fields]) -> search.Fields:
+    """`build(item)`, made once per item while it lives (catalog items are immutable): every
+    query of a catalog hands the same documents over, and `search.index` finds their index."""
+    key = id(item)
+    held = _DOCUMENTS.get(key)
+    if held is not None and held[0]() is item:
+        return held[1]
+
+    def forget(ref: weakref.ref[Any]) -> None:
+        if _DOCUMENTS.get(key, (None,))[0] is ref:
+            del _DOCUMENTS[key]
+    document = build(item)
+    _DOCUMENTS[key] = (weakref.ref(item, forget), document)
+    return document
