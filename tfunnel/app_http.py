@@ -74,7 +74,8 @@ async def run_http(gateway: Gateway, metrics: Metrics, host: str, port: int, gra
     # calls and notification streams that legitimately last minutes.
     gate = _auth_gate(gateway, auth, metrics) if auth is not None else None
     app = HttpApp(gateway.router, live, gateway.supervisor, gateway.surface.tally,
-                  SessionStore(max_sessions=limits.max_sessions), metrics, gate)
+                  SessionStore(max_sessions=limits.max_sessions), metrics, gate,
+                  telemetry=gateway.surface.telemetry)
     notifier = Notifier.from_env(os.environ)
     shutdown = trio.Event()
     signals = Signals(gateway)

@@ -76,7 +76,9 @@ class ModernAdapter:
         method = request.method
         face = self._face()
         if method == "server/discover":
-            result = modern.discover_result(face.capabilities_copy(), face.instructions or None)
+            instructions = face.instructions
+            result = modern.discover_result(face.capabilities_copy(), instructions or None)
+            self._methods.instructed(CallContext(), instructions)
         elif method == "subscriptions/listen":
             result = await self._listen(request, peer)
         else:

@@ -81,3 +81,4 @@ class CallContext:
     session_id: str = ""
     call_id: str = ""
     channel: ClientChannel | None = None
+    profile: str = "default"

@@ -20,6 +20,8 @@ from tfunnel.errors import GateDenied, ProtocolError, ToolFailure, UpstreamRemot
 from tfunnel.gate.gated import Gate, NeedsInput, Outcome, ToolCall, gated_run
 from tfunnel.observe.audit import AuditLog
 from tfunnel.observe.observer import UNKNOWN_TOOL, CallTally, NullObserver, Observer
+from tfunnel.observe.telemetry import Telemetry
+from tfunnel.observe.tokens import Counter, dumps
 from tfunnel.protocol.jsonrpc import INVALID_PARAMS
 from tfunnel.protocol.results import ToolResult
 from tfunnel.surface import meta
@@ -32,6 +34,7 @@ from tfunnel.surface.context import (
     NoBuiltins,
     SupervisedUpstreams,
 )
+from tfunnel.surface.full import full_top_level
 from tfunnel.surface.upstream_tools import UpstreamTool
 from tfunnel.surface.validation import validate_args
 
@@ -47,7 +50,8 @@ Target = ToolEntry | UpstreamTool
 class Surface:
     def __init__(self, catalog: Callable[[], Catalog], gate: Callable[[], Gate], local: LocalTools,
                  upstreams: SupervisedUpstreams, audit: AuditLog, observer: Observer | None = None, *,
-                 default_channel: ClientChannel | None = None, builtins: Builtins | None = None) -> None:
+                 default_channel: ClientChannel | None = None, builtins: Builtins | None = None,
+                 telemetry: Telemetry | None = None) -> None:
         self._catalog = catalog
         self._gate = gate
         self._local = local
@@ -58,9 +62,24 @@ class Surface:
         # The channel of a call whose context brings none (the CLI's).
         self._default_channel: ClientChannel = default_channel or Direct()
         self._builtins: Builtins = builtins or NoBuiltins()
+        # What the model is given, in tokens (counted by its worker, which the app starts).
+        self.telemetry = telemetry or Telemetry(Counter("estimate"))
 
-    def list_tools(self) -> list[dict[str, Any]]:
-        return self._catalog().top_level(meta.DEFINITIONS)
+    def list_tools(self, ctx: CallContext | None = None) -> list[dict[str, Any]]:
+        catalog = self._catalog()
+        tools = catalog.top_level(meta.DEFINITIONS)
+        ctx = ctx or CallContext()
+        self.telemetry.record_list(ctx.profile, ctx.session_id, catalog, lambda: dumps({"tools": tools}),
+                                   lambda: dumps({"tools": full_top_level(catalog, meta.DEFINITIONS)}))
+        return tools
+
+    def instructed(self, ctx: CallContext, instructions: str) -> None:
+        """The instructions a client was given at its start (counted as given)."""
+        self.telemetry.record_text(ctx.profile, ctx.session_id, "instructions", lambda: instructions)
+
+    def end_session(self, session_id: str) -> None:
+        """A client session ended (what its last search led to is settled)."""
+        self.telemetry.ended(session_id)
 
     def tool_schema(self, name: str) -> Mapping[str, Any] | None:
         """The inputSchema of a top-level tool, as `list_tools` shows it; None if not listed."""
@@ -86,12 +105,17 @@ class Surface:
         if catalog.wrap is not None:
             return await self._call_wrapped(catalog.wrap.upstream, name, args, ctx)
         if catalog.meta_callable(name):
-            return await self._guarded(_label(name, args), self._meta(catalog, name, args, ctx))
+            if name == meta.RUN_TOOL and isinstance(args.get("name"), str):
+                self.telemetry.called(ctx.profile, ctx.session_id, args["name"])
+            outcome = await self._guarded(_label(name, args), self._meta(catalog, name, args, ctx))
+            _given(self.telemetry, ctx, name, outcome)
+            return outcome
         try:
             target = await self._find(name, lambda c: c.hot_local(name) or c.direct_upstream(name))
         except ToolFailure as exc:  # its upstream is not ready: an answer, not an unknown name
             return await self._guarded(name, _fail(str(exc)))
         if target is not None:
+            self.telemetry.called(ctx.profile, ctx.session_id, name)
             return await self._guarded(name, self._run(target, args, ctx))
         raise ProtocolError(INVALID_PARAMS, f"Unknown tool: {name}")
 
@@ -311,6 +335,17 @@ def _listing(catalog: Catalog, args: Mapping[str, Any]) -> ToolResult:
         structured = {"tools": text}
     return ToolResult(content=({"type": "text", "text": json.dumps(text, ensure_ascii=False)},),
                       structured=structured)
+
+
+def _given(telemetry: Telemetry, ctx: CallContext, name: str, outcome: Outcome) -> None:
+    """A meta-tool's result is given to the model; a tools listing is a search (what it listed,
+    a later call is found by)."""
+    if not isinstance(outcome, ToolResult):
+        return
+    telemetry.record_text(ctx.profile, ctx.session_id, "meta_results", lambda: dumps(outcome.to_wire()))
+    listed = outcome.structured.get("tools") if name == meta.LIST_TOOLS and outcome.structured else None
+    if isinstance(listed, list):
+        telemetry.searched(ctx.profile, ctx.session_id, (b["id"] for b in listed))
 
 
 def _answered(name: str, outcome: Outcome) -> ToolResult:
