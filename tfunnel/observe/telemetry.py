@@ -101,6 +101,10 @@ class Telemetry:
         self._profiles: dict[str, Figures] = {}
         self._surfaces: dict[str, tuple[Hashable, int, int]] = {}
         self.dropped = 0
+        # Recorded and not yet counted; `counted` waits for none.
+        self._outstanding = 0
+        self._idle = trio.Event()
+        self._idle.set()
 
     # --- recording: called on the request path; never blocks, never counts --------------------
 
@@ -158,6 +162,14 @@ class Telemetry:
                 await self._count(item)
             except Exception:  # a text that cannot be built or counted: telemetry never stops serving
                 log.exception("token count failed")
+            finally:
+                self._outstanding -= 1
+                if not self._outstanding:
+                    self._idle.set()
+
+    async def counted(self) -> None:
+        """Wait until everything recorded so far is counted (while the worker runs)."""
+        await self._idle.wait()
 
     async def _count(self, item: tuple[Any, ...]) -> None:
         if item[0] == "list":
@@ -188,6 +200,10 @@ class Telemetry:
             self._send.send_nowait(item)
         except trio.WouldBlock:
             self.dropped += 1
+            return
+        self._outstanding += 1
+        if self._idle.is_set():
+            self._idle = trio.Event()
 
     def _profile(self, profile: str) -> str:
         if profile not in self._profiles and len(self._profiles) >= MAX_PROFILES:
