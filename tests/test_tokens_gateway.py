@@ -41,19 +41,19 @@ async def test_metrics_and_health_show_token_figures_and_how_tools_were_found(ho
     and the counter in use."""
     (home / "toolfunnel.json").write_text(json.dumps({**json.loads((home / "toolfunnel.json").read_text()),
                                                       "tokens": "cl100k_base"}))
-    async with http_gateway(home) as gw, httpx2.AsyncClient(timeout=10) as http:
-        async with Client(f"{gw.url}/mcp", mode="legacy", cache=None) as client:
-            await client.list_tools()
-            found = await client.call_tool("toolfunnel_list_tools", {"query": "base64 encode decode", "limit": 1})
-            assert not found.is_error
-            assert found.structured_content is not None
-            assert [t["id"] for t in found.structured_content["tools"]] == ["base64"]
-            ran = await client.call_tool("toolfunnel_run_tool",
-                                         {"name": "base64", "args": {"op": "encode", "text": "hi"}})
-            assert not ran.is_error
-            direct = await client.call_tool("toolfunnel_run_tool", {"name": "hash", "args": {"text": "a"}})
-            assert not direct.is_error
-            gauges, health = await _settled(http, gw.url)
+    async with http_gateway(home) as gw, httpx2.AsyncClient(timeout=10) as http, \
+            Client(f"{gw.url}/mcp", mode="legacy", cache=None) as client:
+        await client.list_tools()
+        found = await client.call_tool("toolfunnel_list_tools", {"query": "base64 decode", "limit": 1})
+        assert not found.is_error
+        assert found.structured_content is not None
+        assert [t["id"] for t in found.structured_content["tools"]] == ["base64"]
+        ran = await client.call_tool("toolfunnel_run_tool",
+                                     {"name": "base64", "args": {"op": "encode", "text": "hi"}})
+        assert not ran.is_error
+        direct = await client.call_tool("toolfunnel_run_tool", {"name": "hash", "args": {"text": "a"}})
+        assert not direct.is_error
+        gauges, health = await _settled(http, gw.url)
     lean = gauges['tfunnel_tokens_tools_list{profile="default",surface="lean"}']
     full = gauges['tfunnel_tokens_tools_list{profile="default",surface="full"}']
     assert 0 < lean < full
