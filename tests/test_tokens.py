@@ -11,9 +11,13 @@ from typing import Any
 import pytest
 import trio
 
+from tfunnel.approvals.book import Book, Pin, Record
+from tfunnel.approvals.store import write
+from tfunnel.cli import main
 from tfunnel.config.load import load_settings
 from tfunnel.config.model import Register, ToolEntry, ToolState, Visibility
 from tfunnel.errors import ConfigError
+from tfunnel.manage.tokens_cmd import offline_catalog, token_rows
 from tfunnel.observe.telemetry import Telemetry
 from tfunnel.observe.tokens import Counter, dumps, estimate
 from tfunnel.surface import meta
@@ -192,3 +196,23 @@ def test_sessions_are_bounded_and_an_evicted_one_settles_its_search() -> None:
     assert telemetry.statistics().sessions == 2
     figures = telemetry.statistics().profiles["p"]
     assert (figures.direct, figures.searches, figures.searches_without_call) == (2, 1, 1)
+
+
+def test_tools_tokens_counts_the_home_offline_with_upstream_tools_as_approved(
+        home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`tfunnel tools --tokens`: each definition's tokens (an approved upstream tool included,
+    under its surfaced name, off the lean list), and tools/list lean below full."""
+    settings = json.loads((home / "toolfunnel.json").read_text())
+    (home / "toolfunnel.json").write_text(json.dumps({**settings, "tokens": "estimate"}))
+    definition = {"name": "echo", "description": "Echo a message back",
+                  "inputSchema": {"type": "object", "properties": {"message": {"type": "string"}}}}
+    write(home, Book({"demo": Record(approved={"tool:echo": Pin("sha256:" + "0" * 64, definition)})}))
+    rows, lean, full = token_rows(offline_catalog(home), Counter("estimate"))
+    by_name = {name: (listed, tokens) for name, listed, tokens in rows}
+    assert by_name["demo_echo"] == (False, estimate(dumps({**definition, "name": "demo_echo"})))
+    assert by_name["toolfunnel_list_tools"][0] is True
+    assert 0 < lean < full
+    assert main(["--home", str(home), "tools", "--tokens"]) == 0
+    printed = capsys.readouterr().out
+    assert f"tools/list: lean {lean} tokens, full {full} tokens" in printed
+    assert "counter estimate" in printed
