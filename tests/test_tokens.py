@@ -4,6 +4,7 @@ direct calls and searches without a call (observe/tokens.py, observe/telemetry.p
 from __future__ import annotations
 
 import json
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -11,9 +12,9 @@ from typing import Any
 import pytest
 import trio
 
+from tests.wire import gateway_argv
 from tfunnel.approvals.book import Book, Pin, Record
 from tfunnel.approvals.store import write
-from tfunnel.cli import main
 from tfunnel.config.load import load_settings
 from tfunnel.config.model import Register, ToolEntry, ToolState, Visibility
 from tfunnel.errors import ConfigError
@@ -198,8 +199,8 @@ def test_sessions_are_bounded_and_an_evicted_one_settles_its_search() -> None:
     assert (figures.direct, figures.searches, figures.searches_without_call) == (2, 1, 1)
 
 
-def test_tools_tokens_counts_the_home_offline_with_upstream_tools_as_approved(
-        home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.timeout(60)
+def test_tools_tokens_counts_the_home_offline_with_upstream_tools_as_approved(home: Path) -> None:
     """`tfunnel tools --tokens`: each definition's tokens (an approved upstream tool included,
     under its surfaced name, off the lean list), and tools/list lean below full."""
     settings = json.loads((home / "toolfunnel.json").read_text())
@@ -212,7 +213,8 @@ def test_tools_tokens_counts_the_home_offline_with_upstream_tools_as_approved(
     assert by_name["demo_echo"] == (False, estimate(dumps({**definition, "name": "demo_echo"})))
     assert by_name["toolfunnel_list_tools"][0] is True
     assert 0 < lean < full
-    assert main(["--home", str(home), "tools", "--tokens"]) == 0
-    printed = capsys.readouterr().out
+    done = subprocess.run(gateway_argv(home, "tools", "--tokens"), capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    printed = done.stdout
     assert f"tools/list: lean {lean} tokens, full {full} tokens" in printed
     assert "counter estimate" in printed
