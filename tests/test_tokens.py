@@ -82,6 +82,19 @@ def test_an_unknown_tokens_setting_is_refused_naming_file_field_and_choices(tmp_
     assert "o200k_base, cl100k_base, estimate" in message and "gpt2" in message
 
 
+async def test_nothing_is_recorded_while_no_worker_counts() -> None:
+    """Before the worker runs (a stdio gateway never starts it) texts are not kept at all: not
+    queued, not dropped, never counted."""
+    telemetry = Telemetry(Counter("estimate"), queue_size=3)
+    _texts(telemetry, 5)
+    assert telemetry.dropped == 0
+    async with trio.open_nursery() as nursery:
+        await nursery.start(telemetry.run)
+        await telemetry.counted()
+        nursery.cancel_scope.cancel()
+    assert telemetry.statistics().profiles == {}
+
+
 def _texts(telemetry: Telemetry, n: int) -> None:
     for _ in range(n):
         telemetry.record_text("default", "s", "meta_results", lambda: "abcd")
@@ -91,15 +104,16 @@ async def test_a_full_queue_drops_texts_and_counts_them_never_blocking() -> None
     """Past the queue's size, recording drops (counted) instead of waiting; the worker counts the
     rest."""
     telemetry = Telemetry(Counter("estimate"), queue_size=3)
-    _texts(telemetry, 5)
-    assert telemetry.dropped == 2
     async with trio.open_nursery() as nursery:
         await nursery.start(telemetry.run)
+        # No checkpoint meanwhile: the waiting worker is handed the first, the queue holds three.
+        _texts(telemetry, 6)
+        assert telemetry.dropped == 2
         await telemetry.counted()
         nursery.cancel_scope.cancel()
     stats = telemetry.statistics()
     assert stats.dropped == 2
-    assert stats.profiles["default"].given["meta_results"] == 3
+    assert stats.profiles["default"].given["meta_results"] == 4
 
 
 def _catalog(upstreams: int = 2, tools: int = 3) -> Catalog:

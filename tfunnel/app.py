@@ -307,7 +307,6 @@ async def running(gateway: Gateway, only: Collection[str] | None = None) -> Asyn
         await nursery.start(_start_upstreams, gateway, only)
         nursery.start_soon(partial(watch_files, watched_files(gateway), seen=gateway.read_as))
         await nursery.start(gateway.router.modern.parking.run)
-        await nursery.start(gateway.surface.telemetry.run)
         yield nursery
         nursery.cancel_scope.cancel()
 

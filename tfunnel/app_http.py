@@ -97,6 +97,8 @@ async def run_http(gateway: Gateway, metrics: Metrics, host: str, port: int, gra
     signals.on_stop = stop
     async with reaping(), running(gateway) as nursery:
         await nursery.start(signals.run)
+        # Token telemetry: counted only here, where /metrics and /health show it.
+        await nursery.start(gateway.surface.telemetry.run)
         nursery.start_soon(drain_then_shut_down)
         nursery.start_soon(notifier.run_watchdog)
         nursery.start_soon(app.reap_idle_sessions)

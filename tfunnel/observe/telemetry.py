@@ -7,7 +7,9 @@ has no meta-tool results to give). Counting is off the call path: each `record_*
 a thunk on one bounded queue (a full queue drops it, counted in `dropped`, never blocking) and
 the worker (`run`, started by the app) builds and counts the text in a thread. A `tools/list` is
 the same for every session of a profile while the catalog stays the same, so its two counts are
-cached per (catalog, profile).
+cached per (catalog, profile). Texts are recorded only while the worker runs: only the HTTP
+service starts it (`app_http`), since only it has a `/metrics` and a `/health` to show them; a
+stdio gateway never loads a vocabulary.
 
 Found vs direct, and searches without a call (sessions are bookkept inline: a few set operations):
 - a search is a `toolfunnel_list_tools` of tools (with or without `query`, `filter`, `category`);
@@ -105,16 +107,19 @@ class Telemetry:
         self._outstanding = 0
         self._idle = trio.Event()
         self._idle.set()
+        self._running = False
 
     # --- recording: called on the request path; never blocks, never counts --------------------
 
     def record_list(self, profile: str, session: str, catalog: Hashable, lean: Text, full: Text) -> None:
         """A `tools/list` answered: `lean` and `full` build the two texts (in the worker)."""
-        self._put(("list", self._profile(profile), session, catalog, lean, full))
+        if self._running:  # else nobody would count it, nor show it
+            self._put(("list", self._profile(profile), session, catalog, lean, full))
 
     def record_text(self, profile: str, session: str, part: Part, text: Text) -> None:
         """Instructions or a meta-tool's result given (`text` builds it, in the worker)."""
-        self._put(("text", self._profile(profile), session, part, text))
+        if self._running:
+            self._put(("text", self._profile(profile), session, part, text))
 
     def searched(self, profile: str, session: str, listed: Iterable[str]) -> None:
         """A search (toolfunnel_list_tools of tools) listed `listed`."""
@@ -156,7 +161,14 @@ class Telemetry:
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Count what was recorded, one text at a time, in a thread. Runs until cancelled."""
+        self._running = True
         task_status.started()
+        try:
+            await self._serve()
+        finally:
+            self._running = False
+
+    async def _serve(self) -> None:
         async for item in self._receive:
             try:
                 await self._count(item)
