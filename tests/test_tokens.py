@@ -232,3 +232,18 @@ def test_tools_tokens_counts_the_home_offline_with_upstream_tools_as_approved(ho
     printed = done.stdout
     assert f"tools/list: lean {lean} tokens, full {full} tokens" in printed
     assert "counter estimate" in printed
+
+
+@pytest.mark.timeout(60)
+def test_settings_set_tokens_writes_the_counter_and_refuses_others(home: Path) -> None:
+    """`tfunnel settings set tokens=...` (tf_settings) writes a counter's name and refuses any
+    other value, naming the allowed ones."""
+    done = subprocess.run(gateway_argv(home, "settings", "set", "tokens=o200k_base"), capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert load_settings(home).tokens == "o200k_base"
+    refused = subprocess.run(gateway_argv(home, "settings", "set", "tokens=gpt2"), capture_output=True,
+                             text=True, timeout=60)
+    assert refused.returncode != 0
+    assert "'o200k_base', 'cl100k_base', 'estimate'" in refused.stderr
+    assert load_settings(home).tokens == "o200k_base"
