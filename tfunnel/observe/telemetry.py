@@ -49,9 +49,11 @@ PARTS: tuple[Part, ...] = ("tools_list", "instructions", "meta_results")
 Text = Callable[[], str]
 
 
-@dataclass(frozen=True)
+@dataclass
 class Figures:
-    """Tokens given by part, their full-surface equivalent, and how tools were found."""
+    """Tokens given by part, their full-surface equivalent, and how tools were found (kept
+    mutable: a call adds to them on the request path, which must stay cheap; `statistics` hands
+    out copies)."""
 
     given: dict[str, int] = field(default_factory=lambda: dict.fromkeys(PARTS, 0))
     full: int = 0
@@ -60,6 +62,9 @@ class Figures:
     direct: int = 0
     searches: int = 0
     searches_without_call: int = 0
+
+    def copy(self) -> Figures:
+        return replace(self, given=dict(self.given))
 
     @property
     def given_total(self) -> int:
@@ -129,7 +134,7 @@ class Telemetry:
         state.pending = names
         if len(state.listed) < MAX_LISTED:
             state.listed |= names
-        self._add(state, searches=1)
+        self._add(state, "searches")
 
     def called(self, profile: str, session: str, name: str) -> None:
         """A tool was called by `name` (its surfaced name or register id)."""
@@ -137,9 +142,9 @@ class Telemetry:
         if state.pending is not None and name in state.pending:
             state.pending = None
         if name in state.listed:
-            self._add(state, found=1)
+            self._add(state, "found")
         else:
-            self._add(state, direct=1)
+            self._add(state, "direct")
 
     def ended(self, session: str) -> None:
         """The session ended: its last search, if nothing it listed was called, was without a call."""
@@ -150,10 +155,11 @@ class Telemetry:
 
     def session(self, profile: str, session: str) -> Figures | None:
         state = self._sessions.get((profile, session))
-        return state.figures if state is not None else None
+        return state.figures.copy() if state is not None else None
 
     def statistics(self) -> Statistics:
-        return Statistics(self.counter.name, self.counter.fallback, self.dropped, dict(self._profiles),
+        return Statistics(self.counter.name, self.counter.fallback, self.dropped,
+                          {p: f.copy() for p, f in self._profiles.items()},
                           {p: (lean, full) for p, (_, lean, full) in self._surfaces.items()},
                           len(self._sessions))
 
@@ -201,9 +207,10 @@ class Telemetry:
 
     def _given(self, profile: str, session: str, part: str, tokens: int, *, full: int,
                lists: int = 0) -> None:
-        for figures, store in self._stores(profile, session):
-            store(replace(figures, given={**figures.given, part: figures.given[part] + tokens},
-                          full=figures.full + full, lists=figures.lists + lists))
+        for figures in (self._session(profile, session).figures, self._profiles[profile]):
+            figures.given[part] += tokens
+            figures.full += full
+            figures.lists += lists
 
     # --- bookkeeping ----------------------------------------------------------------------------
 
@@ -218,9 +225,10 @@ class Telemetry:
             self._idle = trio.Event()
 
     def _profile(self, profile: str) -> str:
-        if profile not in self._profiles and len(self._profiles) >= MAX_PROFILES:
-            profile = OTHER_PROFILE
-        self._profiles.setdefault(profile, Figures())
+        if profile not in self._profiles:
+            if len(self._profiles) >= MAX_PROFILES:
+                profile = OTHER_PROFILE
+            self._profiles.setdefault(profile, Figures())
         return profile
 
     def _session(self, profile: str, session: str) -> _Session:
@@ -236,21 +244,8 @@ class Telemetry:
         """The session's last search ends here: without a call if none of its tools was called."""
         if state.pending is not None:
             state.pending = None
-            self._add(state, searches_without_call=1)
+            self._add(state, "searches_without_call")
 
-    def _add(self, state: _Session, **counts: int) -> None:
-        def plus(figures: Figures) -> Figures:
-            return replace(figures, **{k: getattr(figures, k) + v for k, v in counts.items()})
-        state.figures = plus(state.figures)
-        self._profiles[state.profile] = plus(self._profiles[state.profile])
-
-    def _stores(self, profile: str, session: str) -> list[tuple[Figures, Callable[[Figures], None]]]:
-        state = self._session(profile, session)
-
-        def keep_session(figures: Figures) -> None:
-            state.figures = figures
-
-        def keep_profile(figures: Figures) -> None:
-            self._profiles[profile] = figures
-
-        return [(state.figures, keep_session), (self._profiles[profile], keep_profile)]
+    def _add(self, state: _Session, name: str) -> None:
+        for figures in (state.figures, self._profiles[state.profile]):
+            setattr(figures, name, getattr(figures, name) + 1)
