@@ -105,7 +105,7 @@ async def test_health_readyz_and_counters(home: Path) -> None:
         reply = await http.get(f"{gw.url}/health")
         assert reply.status_code == 200 and doc["status"] == "degraded"
         assert set(doc) == {"status", "server", "uptimeS", "protocolVersions", "upstreams", "stopped",
-                            "config", "calls", "clients", "approvals", "wrap"}
+                            "config", "calls", "clients", "approvals", "wrap", "tokens"}
         assert set(doc["upstreams"]["fine"]) == {"state", "transport", "era", "protocolVersion", "pid",
                                                  "tools", "restarts", "since", "lastError"}
         assert doc["upstreams"]["fine"]["state"] == "ready" and doc["upstreams"]["fine"]["tools"] == 1

@@ -30,6 +30,7 @@ from tfunnel.protocol.session import ClientSession
 from tfunnel.route import Router
 from tfunnel.route.modern import CONFIRM_PREFIX
 from tfunnel.surface.catalog import Catalog
+from tfunnel.surface.context import CallContext
 from tfunnel.surface.reads import Reader, Reads, upstream_error
 from tfunnel.surface.upstream_items import Extras
 
@@ -167,8 +168,14 @@ async def test_a_modern_readers_ask_is_an_mrtr_round_and_its_retry_reads(home: P
 
 
 class NoTools:
-    def list_tools(self, profile: Any = None) -> list[dict[str, Any]]:
+    def list_tools(self, ctx: CallContext | None = None) -> list[dict[str, Any]]:
         return []
+
+    def instructed(self, ctx: CallContext, instructions: str) -> None:
+        return None
+
+    def end_session(self, session_id: str) -> None:
+        return None
 
     def tool_schema(self, name: str, profile: Any = None) -> None:
         return None

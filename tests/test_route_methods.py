@@ -48,8 +48,14 @@ class FakeTools:
     def __init__(self) -> None:
         self.calls: list[tuple[str, Any]] = []
 
-    def list_tools(self, profile: Any = None) -> list[dict[str, Any]]:
+    def list_tools(self, ctx: CallContext | None = None) -> list[dict[str, Any]]:
         return TOOLS
+
+    def instructed(self, ctx: CallContext, instructions: str) -> None:
+        return None
+
+    def end_session(self, session_id: str) -> None:
+        return None
 
     def tool_schema(self, name: str, profile: Any = None) -> None:
         return None

@@ -37,6 +37,8 @@ from tfunnel.manage.plans import Env
 from tfunnel.observe.audit import CONFIG_FILE as LOG_CONFIG_FILE
 from tfunnel.observe.audit import AuditLog
 from tfunnel.observe.observer import Observer
+from tfunnel.observe.telemetry import Telemetry
+from tfunnel.observe.tokens import Counter
 from tfunnel.proc.reaper import REAPER
 from tfunnel.protocol.jsonrpc import Notification
 from tfunnel.route.channel import LegacyChannel
@@ -139,7 +141,8 @@ def build(home: Path, environ: Mapping[str, str] | None = None, observer: Observ
                             audit, apply)
     # A call without a client (the CLI's) is asked nothing: an upstream's questions are declined.
     surface = Surface(lambda: live.catalog, lambda: gate, runner, supervisor, audit, observer,
-                      default_channel=LegacyChannel({}, None, {}), builtins=management)
+                      default_channel=LegacyChannel({}, None, {}), builtins=management,
+                      telemetry=Telemetry(Counter(settings.tokens)))
     reads = Reads(lambda: live.catalog, lambda: gate, supervisor, audit, notices)
     faces = Faces(live, supervisor, reviewed,
                   lambda chosen: server_instructions(supervisor, reviewed, live.settings, chosen))

@@ -74,7 +74,8 @@ async def run_http(gateway: Gateway, metrics: Metrics, host: str, port: int, gra
     # calls and notification streams that legitimately last minutes.
     gate = _auth_gate(gateway, auth, metrics) if auth is not None else None
     app = HttpApp(gateway.router, live, gateway.supervisor, gateway.surface.tally,
-                  SessionStore(max_sessions=limits.max_sessions), metrics, gate)
+                  SessionStore(max_sessions=limits.max_sessions), metrics, gate,
+                  telemetry=gateway.surface.telemetry)
     notifier = Notifier.from_env(os.environ)
     shutdown = trio.Event()
     signals = Signals(gateway)
@@ -96,6 +97,8 @@ async def run_http(gateway: Gateway, metrics: Metrics, host: str, port: int, gra
     signals.on_stop = stop
     async with reaping(), running(gateway) as nursery:
         await nursery.start(signals.run)
+        # Token telemetry: counted only here, where /metrics and /health show it.
+        await nursery.start(gateway.surface.telemetry.run)
         nursery.start_soon(drain_then_shut_down)
         nursery.start_soon(notifier.run_watchdog)
         nursery.start_soon(app.reap_idle_sessions)

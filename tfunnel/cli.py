@@ -28,7 +28,7 @@ from tfunnel.home import requires
 from tfunnel.home.check import check_home
 from tfunnel.home.listing import read_listing
 from tfunnel.home.live import Live
-from tfunnel.manage import list_cmd, ops_cmd
+from tfunnel.manage import list_cmd, ops_cmd, tokens_cmd
 from tfunnel.manage.approvals_cmd import approvals_command
 from tfunnel.manage.hook_cmd import hook_command
 from tfunnel.manage.log_cmd import log_command
@@ -142,6 +142,8 @@ def parser() -> argparse.ArgumentParser:
     subs["log"].add_argument("action", choices=("on", "off", "status", "tail"))
     subs["log"].add_argument("-n", "--lines", type=int, default=20, help="records for tail (default 20)")
     _listing_json(subs["tools"])
+    subs["tools"].add_argument("--tokens", action="store_true",
+                               help="tokens of each top-level definition, and of tools/list lean vs full")
     _listing_json(subs["log"])
     _pack_arguments(subs["pack"])
     return p
@@ -222,7 +224,7 @@ def _main(argv: Sequence[str] | None) -> int:
             kind = {"tools": "tools", "hook": "hooks", "mcp": "mcps", "log": "log"}[command]
             return list_cmd.print_listing(home.path, kind)
         if command == "tools":
-            return _tools(home)
+            return tokens_cmd.print_tokens(home.path) if args.tokens else _tools(home)
         if command == "hook" and args.action == "add":
             return ops_cmd.hook_add_command(home.path, args)
         if command == "hook":

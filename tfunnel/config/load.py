@@ -24,6 +24,7 @@ from tfunnel.config.model import (
     META_TOOL_NAMES,
     QUARANTINE_MODES,
     RESERVED_STATE_KEYS,
+    TOKEN_COUNTERS,
     ApprovalSettings,
     GateSettings,
     Invoke,
@@ -47,8 +48,8 @@ SCRIPTS_DIR = "tools/scripts"
 # The largest `upstreamInstructionsMaxChars`: sections of 8 times this may go to every session.
 MAX_INSTRUCTIONS_CHARS = 100_000
 SETTINGS_KEYS = ("serverName", "serverVersion", "clientName", "clientVersion", "httpPort", "uiPort",
-                 "serveLegacy", "upstreamInstructionsMaxChars", "requires", "gate", "approvals", "limits",
-                 "profiles")
+                 "serveLegacy", "upstreamInstructionsMaxChars", "tokens", "requires", "gate", "approvals",
+                 "limits", "profiles")
 APPROVALS_KEYS = ("quarantine",)
 GATE_KEYS = ("askFallback", "confirmManagement")
 LIMITS_KEYS = ("maxMessageBytes", "toolTimeoutS", "toolOutputBytes", "shutdownGraceS", "upstreamStartS",
@@ -107,6 +108,7 @@ def _settings(home: Path, raw: dict[str, Any], f: Fields) -> Settings:
         if isinstance(requirement, dict):
             f.known(requirement, f"requires[{index}]", REQUIRES_KEYS)
     serve_legacy = f.boolean(raw, "serveLegacy")
+    tokens = f.choice(raw, "tokens", None, TOKEN_COUNTERS, defaults.tokens)
     settings = Settings(
         server_name=f.string(raw, "serverName", non_empty=True, default=defaults.server_name),
         server_version=f.string(raw, "serverVersion", non_empty=True, default=defaults.server_version),
@@ -118,6 +120,7 @@ def _settings(home: Path, raw: dict[str, Any], f: Fields) -> Settings:
         upstream_instructions_max_chars=f.integer(raw, "upstreamInstructionsMaxChars", None, 0,
                                                   MAX_INSTRUCTIONS_CHARS,
                                                   defaults.upstream_instructions_max_chars),
+        tokens=next(c for c in TOKEN_COUNTERS if c == tokens),
         requires=tuple(r for r in requires if isinstance(r, dict)),
         gate=GateSettings(ask_fallback="allow" if ask == "allow" else "deny",
                           confirm_management="all" if confirm == "all" else "none" if confirm == "none"

@@ -69,6 +69,12 @@ Quarantine = Literal["suspicious", "all-new", "off"]
 QUARANTINE_MODES: tuple[Quarantine, ...] = ("suspicious", "all-new", "off")
 
 
+# How `/metrics`, `/health` and `tfunnel tools --tokens` count tokens (`tokens`): with one of the
+# two vocabularies `bpe-openai` ships, or by the estimate (`tfunnel.observe.tokens`).
+TokenCounter = Literal["o200k_base", "cl100k_base", "estimate"]
+TOKEN_COUNTERS: tuple[TokenCounter, ...] = ("o200k_base", "cl100k_base", "estimate")
+
+
 @dataclass(frozen=True)
 class ApprovalSettings:
     quarantine: Quarantine = "suspicious"
@@ -125,6 +131,7 @@ class Settings:
     # The longest an upstream's own instructions may be in the server instructions we send (its
     # section's text; all sections together at most 8 times this); 0 leaves the sections out.
     upstream_instructions_max_chars: int = 1000
+    tokens: TokenCounter = "cl100k_base"
     requires: tuple[Mapping[str, Any], ...] = ()
     gate: GateSettings = field(default_factory=GateSettings)
     approvals: ApprovalSettings = field(default_factory=ApprovalSettings)

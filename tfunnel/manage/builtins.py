@@ -21,7 +21,7 @@ from typing import Any
 import trio
 
 from tfunnel.config.load import REGISTER
-from tfunnel.config.model import BUILTIN_TOOL_NAMES, Register, ToolEntry
+from tfunnel.config.model import BUILTIN_TOOL_NAMES, TOKEN_COUNTERS, Register, ToolEntry
 from tfunnel.errors import ToolFailure
 from tfunnel.gate.gated import AskUser, NeedsInput
 from tfunnel.manage import ops_approvals, ops_hooks, ops_list, ops_mcp, ops_settings, ops_tools, ops_wrap
@@ -143,13 +143,14 @@ BUILTINS: Mapping[str, Builtin] = {b.name: b for b in (
                      "description": {"type": "string"}, "out": _STR, "force": {"type": "boolean"},
                      "approvals": {"type": "boolean"}}), read=ops_settings.pack_home),
     Builtin("tf_settings", "Gateway settings",
-            "Identity, ports, serveLegacy, the instructions cap and gate.* (askFallback, "
+            "Identity, ports, serveLegacy, the instructions cap, the token counter and gate.* (askFallback, "
             "confirmManagement). They apply after a restart; gate.* changes need the user's confirmation.",
             _schema({"serverName": _STR, "serverVersion": _STR, "clientName": _STR, "clientVersion": _STR,
                      "httpPort": {"type": "integer", "minimum": 1, "maximum": 65535},
                      "uiPort": {"type": "integer", "minimum": 1, "maximum": 65535},
                      "serveLegacy": {"type": "boolean"},
                      "upstreamInstructionsMaxChars": {"type": "integer", "minimum": 0},
+                     "tokens": {"enum": list(TOKEN_COUNTERS)},
                      "gate": _schema({"askFallback": {"enum": ["deny", "allow"]},
                                       "confirmManagement": {"enum": ["loosening", "all", "none"]}})}),
             ops_settings.settings),

@@ -18,7 +18,7 @@ from tfunnel.manage.plans import Env, Plan, changed_keys, shown
 from tfunnel.observe.audit import LOG_CONFIG, load_log_config
 
 SETTING_FIELDS = ("serverName", "serverVersion", "clientName", "clientVersion", "httpPort", "uiPort",
-                  "serveLegacy", "upstreamInstructionsMaxChars")
+                  "serveLegacy", "upstreamInstructionsMaxChars", "tokens")
 GATE_FIELDS = ("askFallback", "confirmManagement")
 
 

@@ -148,6 +148,7 @@ class LegacyAdapter:
         """The client went away: it asks for no more notices; fire Stop hooks, record the end."""
         self._notices.drop(session.id)
         self._initialized.pop(session.id, None)
+        self._methods.ended(session.id)
         if session.protocol_version is None:
             return
         await self._hooks.session_end(session.id)
@@ -166,6 +167,7 @@ class LegacyAdapter:
         if context:
             shown = result.get("instructions")
             result["instructions"] = f"{shown}\n\n{context}" if shown else context
+        self._methods.instructed(CallContext(session.id, profile=chosen), result.get("instructions") or "")
         log.info("client session", client=session.label, protocol=session.protocol_version,
                  profile=chosen.name)
         self._audit.record("client", event="connect", session=session.id, client=session.label,

@@ -50,7 +50,11 @@ LEGACY_ONLY = frozenset({Era.LEGACY})
 class Tools(Protocol):
     """What the table needs of the surface (`surface.service.Surface`)."""
 
-    def list_tools(self, profile: Chosen | None = None) -> list[dict[str, Any]]: ...
+    def list_tools(self, ctx: CallContext | None = None) -> list[dict[str, Any]]: ...
+
+    def instructed(self, ctx: CallContext, instructions: str) -> None: ...
+
+    def end_session(self, session_id: str) -> None: ...
 
     async def call(self, name: str, args: Any, ctx: CallContext) -> Outcome: ...
 
@@ -104,6 +108,14 @@ class Methods:
             "completion/complete": (BOTH, self._read(reads.complete)),
         }
 
+    def instructed(self, ctx: CallContext, instructions: str) -> None:
+        """A client was given `instructions` (token telemetry)."""
+        self._surface.instructed(ctx, instructions)
+
+    def ended(self, session_id: str) -> None:
+        """A client session ended (token telemetry settles its last search)."""
+        self._surface.end_session(session_id)
+
     def bridged(self) -> tuple[str, ...]:
         """The client capabilities an upstream call declares for its caller (`route.channel`)."""
         return WRAPPED if self._reads.wrapped() is not None else BRIDGED
@@ -139,7 +151,7 @@ class Methods:
     async def _list(self, params: Mapping[str, Any], site: CallSite) -> dict[str, Any]:
         if params.get("cursor") is not None:  # one page: no cursor was ever handed out
             raise ProtocolError(INVALID_PARAMS, "Invalid params: unknown cursor")
-        return {"tools": self._surface.list_tools(site.profile)}
+        return {"tools": self._surface.list_tools(site.context())}
 
     async def _call(self, params: Mapping[str, Any], site: CallSite) -> dict[str, Any]:
         name = params.get("name")

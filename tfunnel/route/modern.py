@@ -86,8 +86,10 @@ class ModernAdapter:
         method = request.method
         face = self._face()
         if method == "server/discover":
-            instructions = face.instructions_for(self.profile_for(env.client_info, session))
+            chosen = self.profile_for(env.client_info, session)
+            instructions = face.instructions_for(chosen)
             result = modern.discover_result(face.capabilities_copy(), instructions or None)
+            self._methods.instructed(CallContext(profile=chosen), instructions)
         elif method == "subscriptions/listen":
             result = await self._listen(request, peer, session)
         else:

@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from tfunnel.observe.telemetry import Statistics as TokenStatistics
 from tfunnel.upstream.states import UpstreamStatistics
 
 Status = Literal["ok", "degraded", "starting", "stopping"]
@@ -67,16 +68,18 @@ def health_document(*, status: Status, server_name: str, server_version: str, up
                     config_errors: Mapping[str, str], calls: CallCounts, sessions: int,
                     listen_streams: int, config_warnings: Sequence[str] = (),
                     held: Mapping[str, Sequence[str]] | None = None,
-                    wrap: tuple[str, str] | None = None) -> dict[str, Any]:
+                    wrap: tuple[str, str] | None = None,
+                    tokens: TokenStatistics | None = None) -> dict[str, Any]:
     """The JSON body of `/health`, field for field as SPEC §8.2 shows it, plus `config.warnings`.
 
     Upstreams keep the order given; `stopped` lists every upstream the supervisor gave up on, with
     why; config errors (keyed by file) are listed sorted by file; config warnings as given (the
     caller sorts them by file). `approvals.held` names, by upstream, the items the tool approvals
     hold (their calls are refused until an operator accepts them). `wrap` is the active wrap
-    (the wrapped upstream's id and the id its tools carry in hooks' names), or None.
+    (the wrapped upstream's id and the id its tools carry in hooks' names), or None. `tokens`:
+    the token telemetry (the counter in use, and each profile's figures), when given.
     """
-    return {
+    document = {
         "status": status,
         "server": {"name": server_name, "version": server_version},
         "uptimeS": round(uptime_s, 1),
@@ -94,3 +97,19 @@ def health_document(*, status: Status, server_name: str, server_version: str, up
         "wrap": None if wrap is None else {"upstream": wrap[0], "as": wrap[1],
                                            "state": wrap_state(wrap[0], upstreams)},
     }
+    if tokens is not None:
+        document["tokens"] = tokens_document(tokens)
+    return document
+
+
+def tokens_document(tokens: TokenStatistics) -> dict[str, Any]:
+    """`/health` `tokens`: the counter in use (and why it fell back to the estimate, if it did),
+    texts dropped uncounted, and per profile what was given, its full-surface equivalent, the
+    current tools/list lean and full, and how tools were found."""
+    profiles: dict[str, Any] = {}
+    for profile, figures in sorted(tokens.profiles.items()):
+        surface = tokens.surfaces.get(profile)
+        profiles[profile] = {**figures.to_json(), "toolsList": None if surface is None
+                             else {"lean": surface[0], "full": surface[1]}}
+    return {"counter": tokens.counter, "fallback": tokens.fallback, "dropped": tokens.dropped,
+            "sessions": tokens.sessions, "profiles": profiles}

@@ -31,6 +31,8 @@ from tfunnel.auth.gate import AuthGate, principal_of, stream_deadline, token_fac
 from tfunnel.errors import ProtocolError
 from tfunnel.home.live import Live
 from tfunnel.observe.observer import CallTally
+from tfunnel.observe.telemetry import Telemetry
+from tfunnel.observe.tokens import Counter
 from tfunnel.protocol import jsonrpc, modern
 from tfunnel.protocol.eras import LEGACY_VERSIONS, MODERN_VERSIONS, Era
 from tfunnel.protocol.headers import check_modern_headers, check_param_headers
@@ -83,8 +85,10 @@ def _single(name: str) -> bool:
 
 class HttpApp:
     def __init__(self, router: Router, live: Live, supervisor: Supervisor, tally: CallTally,
-                 sessions: SessionStore, metrics: Metrics, auth: AuthGate | None = None) -> None:
+                 sessions: SessionStore, metrics: Metrics, auth: AuthGate | None = None, *,
+                 telemetry: Telemetry | None = None) -> None:
         self.metrics = metrics
+        self.telemetry = telemetry or Telemetry(Counter("estimate"))
         self.auth = auth  # None: authentication is off
         self.router = router
         self.live = live
@@ -192,7 +196,8 @@ class HttpApp:
             await self._health(send)
         elif path == "/metrics" and method == "GET":
             body, content_type = self.metrics.render(upstreams=self.supervisor.statistics(),
-                                                     sessions=len(self.sessions))
+                                                     sessions=len(self.sessions),
+                                                     tokens=self.telemetry.statistics())
             await send({"type": "http.response.start", "status": 200,
                         "headers": [(b"content-type", content_type.encode())]})
             await send({"type": "http.response.body", "body": body})
@@ -453,7 +458,8 @@ class HttpApp:
             sessions=len(self.sessions),
             listen_streams=self.sessions.streams() + self.router.modern.listening,
             held={upstream: list(keys) for upstream, keys in self.live.holds().items()},
-            wrap=(wrap.upstream, wrap.server) if wrap is not None else None)
+            wrap=(wrap.upstream, wrap.server) if wrap is not None else None,
+            tokens=self.telemetry.statistics())
         await json_response(send, health.http_status(status), document)
 
 

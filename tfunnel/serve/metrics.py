@@ -18,6 +18,7 @@ from prometheus_client import (
     generate_latest,
 )
 
+from tfunnel.observe.telemetry import Statistics as TokenStatistics
 from tfunnel.upstream.states import State, UpstreamStatistics
 
 # Tool names come from config (and upstreams' tools/list), so they are bounded in practice; the cap
@@ -86,6 +87,27 @@ class Metrics:
         self._auth_denials = Counter("tfunnel_auth_denials_total",
                                      "Requests refused by authentication, by error.", ["error"], registry=r)
 
+        # Token telemetry (`observe.telemetry`): mirrored from its own totals at each scrape, so
+        # gauges; the only label is the profile (bounded there), plus a fixed part or kind.
+        self._tokens_given = Gauge("tfunnel_tokens_given", "Tokens given to the model so far, by profile and "
+                                   "part (tools_list|instructions|meta_results).", ["profile", "part"],
+                                   registry=r)
+        self._tokens_full = Gauge("tfunnel_tokens_full_equivalent", "Tokens the same tools/list answers and "
+                                  "instructions would have been with every enabled tool top-level.",
+                                  ["profile"], registry=r)
+        self._tokens_surface = Gauge("tfunnel_tokens_tools_list", "Tokens of the current tools/list, lean "
+                                     "(as served) and full (every enabled tool top-level).",
+                                     ["profile", "surface"], registry=r)
+        self._discovered = Gauge("tfunnel_tool_calls_discovery", "Tool calls by how the tool was found: "
+                                 "found (listed by a search first) or direct.", ["profile", "how"],
+                                 registry=r)
+        self._searches = Gauge("tfunnel_searches", "toolfunnel_list_tools searches: all, and those that led "
+                               "to no call.", ["profile", "outcome"], registry=r)
+        self._tokens_dropped = Gauge("tfunnel_token_texts_dropped", "Texts not counted (the queue was full).",
+                                     registry=r)
+        self._token_counter = Gauge("tfunnel_token_counter", "1 for the token counter in use.", ["counter"],
+                                    registry=r)
+
     def request(self, method: str, seconds: float, *, error: bool) -> None:
         """Count one JSON-RPC request and observe its latency."""
         method = self._method(method)
@@ -114,7 +136,8 @@ class Metrics:
         """Count one request refused by authentication."""
         self._auth_denials.labels(error=error).inc()
 
-    def render(self, *, upstreams: Sequence[UpstreamStatistics], sessions: int) -> tuple[bytes, str]:
+    def render(self, *, upstreams: Sequence[UpstreamStatistics], sessions: int,
+               tokens: TokenStatistics | None = None) -> tuple[bytes, str]:
         """Snapshot upstreams and sessions into their gauges; return the exposition and its content type."""
         # Cleared first so an upstream removed by a config reload stops being reported.
         for gauge in (self._upstream_state, self._upstream_restarts, self._upstream_tools):
@@ -125,4 +148,22 @@ class Metrics:
             self._upstream_restarts.labels(upstream=u.id).set(u.restarts)
             self._upstream_tools.labels(upstream=u.id).set(u.tools)
         self._sessions.set(sessions)
+        if tokens is not None:
+            self._tokens(tokens)
         return generate_latest(self._registry), CONTENT_TYPE_LATEST
+
+    def _tokens(self, tokens: TokenStatistics) -> None:
+        self._token_counter.clear()
+        self._token_counter.labels(counter=tokens.counter).set(1)
+        self._tokens_dropped.set(tokens.dropped)
+        for profile, figures in tokens.profiles.items():
+            for part, given in figures.given.items():
+                self._tokens_given.labels(profile=profile, part=part).set(given)
+            self._tokens_full.labels(profile=profile).set(figures.full)
+            self._discovered.labels(profile=profile, how="found").set(figures.found)
+            self._discovered.labels(profile=profile, how="direct").set(figures.direct)
+            self._searches.labels(profile=profile, outcome="all").set(figures.searches)
+            self._searches.labels(profile=profile, outcome="without_call").set(figures.searches_without_call)
+        for profile, (lean, full) in tokens.surfaces.items():
+            self._tokens_surface.labels(profile=profile, surface="lean").set(lean)
+            self._tokens_surface.labels(profile=profile, surface="full").set(full)

@@ -16,10 +16,13 @@ from typing import Any, Protocol
 import structlog
 
 from tfunnel.config.model import META_TOOL_NAMES, ToolEntry
+from tfunnel.config.profiles import DEFAULT_PROFILE
 from tfunnel.errors import GateDenied, ProtocolError, ToolFailure, UpstreamRemoteError
 from tfunnel.gate.gated import Gate, NeedsInput, Outcome, ToolCall, gated_run
 from tfunnel.observe.audit import AuditLog
 from tfunnel.observe.observer import UNKNOWN_TOOL, CallTally, NullObserver, Observer
+from tfunnel.observe.telemetry import Telemetry
+from tfunnel.observe.tokens import Counter, dumps
 from tfunnel.protocol.jsonrpc import INVALID_PARAMS
 from tfunnel.protocol.results import ToolResult
 from tfunnel.surface import meta
@@ -32,6 +35,7 @@ from tfunnel.surface.context import (
     NoBuiltins,
     SupervisedUpstreams,
 )
+from tfunnel.surface.full import full_top_level
 from tfunnel.surface.profiles import Chosen
 from tfunnel.surface.upstream_tools import UpstreamTool
 from tfunnel.surface.validation import validate_args
@@ -48,7 +52,8 @@ Target = ToolEntry | UpstreamTool
 class Surface:
     def __init__(self, catalog: Callable[[], Catalog], gate: Callable[[], Gate], local: LocalTools,
                  upstreams: SupervisedUpstreams, audit: AuditLog, observer: Observer | None = None, *,
-                 default_channel: ClientChannel | None = None, builtins: Builtins | None = None) -> None:
+                 default_channel: ClientChannel | None = None, builtins: Builtins | None = None,
+                 telemetry: Telemetry | None = None) -> None:
         self._catalog = catalog
         self._gate = gate
         self._local = local
@@ -59,9 +64,25 @@ class Surface:
         # The channel of a call whose context brings none (the CLI's).
         self._default_channel: ClientChannel = default_channel or Direct()
         self._builtins: Builtins = builtins or NoBuiltins()
+        # What the model is given, in tokens (counted by its worker, which the app starts).
+        self.telemetry = telemetry or Telemetry(Counter("estimate"))
 
-    def list_tools(self, profile: Chosen | None = None) -> list[dict[str, Any]]:
-        return self._catalog().view(profile).top_level(meta.DEFINITIONS)
+    def list_tools(self, ctx: CallContext | None = None) -> list[dict[str, Any]]:
+        """The top-level tools the caller's profile (`ctx.profile`) is listed."""
+        ctx = ctx or CallContext()
+        catalog = self._catalog().view(ctx.profile)
+        tools = catalog.top_level(meta.DEFINITIONS)
+        self.telemetry.record_list(_named(ctx), ctx.session_id, catalog, lambda: dumps({"tools": tools}),
+                                   lambda: dumps({"tools": full_top_level(catalog, meta.DEFINITIONS)}))
+        return tools
+
+    def instructed(self, ctx: CallContext, instructions: str) -> None:
+        """The instructions a client was given at its start (counted as given)."""
+        self.telemetry.record_text(_named(ctx), ctx.session_id, "instructions", lambda: instructions)
+
+    def end_session(self, session_id: str) -> None:
+        """A client session ended (what its last search led to is settled)."""
+        self.telemetry.ended(session_id)
 
     def tool_schema(self, name: str, profile: Chosen | None = None) -> Mapping[str, Any] | None:
         """The inputSchema of a top-level tool, as `list_tools` shows it; None if not listed."""
@@ -87,12 +108,17 @@ class Surface:
         if catalog.wrap is not None:
             return await self._call_wrapped(catalog.wrap.upstream, name, args, ctx)
         if catalog.meta_callable(name):
-            return await self._guarded(_label(name, args), self._meta(catalog, name, args, ctx))
+            if name == meta.RUN_TOOL and isinstance(args.get("name"), str):
+                self.telemetry.called(_named(ctx), ctx.session_id, args["name"])
+            outcome = await self._guarded(_label(name, args), self._meta(catalog, name, args, ctx))
+            _given(self.telemetry, ctx, name, outcome)
+            return outcome
         try:
             target = await self._find(name, lambda c: c.hot_local(name) or c.direct_upstream(name), ctx)
         except ToolFailure as exc:  # its upstream is not ready: an answer, not an unknown name
             return await self._guarded(name, _fail(str(exc)))
         if target is not None:
+            self.telemetry.called(_named(ctx), ctx.session_id, name)
             return await self._guarded(name, self._run(target, args, ctx))
         self._left_out(name, ctx)
         raise ProtocolError(INVALID_PARAMS, f"Unknown tool: {name}")
@@ -329,6 +355,17 @@ def _listing(catalog: Catalog, args: Mapping[str, Any]) -> ToolResult:
                       structured=structured)
 
 
+def _given(telemetry: Telemetry, ctx: CallContext, name: str, outcome: Outcome) -> None:
+    """A meta-tool's result is given to the model; a tools listing is a search (what it listed,
+    a later call is found by)."""
+    if not isinstance(outcome, ToolResult):
+        return
+    telemetry.record_text(_named(ctx), ctx.session_id, "meta_results", lambda: dumps(outcome.to_wire()))
+    listed = outcome.structured.get("tools") if name == meta.LIST_TOOLS and outcome.structured else None
+    if isinstance(listed, list):
+        telemetry.searched(_named(ctx), ctx.session_id, (b["id"] for b in listed))
+
+
 def _answered(name: str, outcome: Outcome) -> ToolResult:
     """The result for a caller that cannot answer on a later request (`run_named`'s: its channel
     answers or declines each question itself, so a `NeedsInput` here is only a failure)."""
@@ -339,6 +376,11 @@ def _answered(name: str, outcome: Outcome) -> ToolResult:
 
 async def _fail(message: str) -> ToolResult:
     raise ToolFailure(message)
+
+
+def _named(ctx: CallContext) -> str:
+    """The caller's profile's name, as telemetry labels it."""
+    return ctx.profile.name if ctx.profile is not None else DEFAULT_PROFILE
 
 
 def _label(name: str, args: Mapping[str, Any]) -> str:
