@@ -5,6 +5,7 @@ curated name); a refused call never ran (its side-effect file never appears)."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -126,6 +127,14 @@ async def test_two_clients_see_two_surfaces_and_the_narrow_one_cannot_reach_a_hi
                     while not marker.exists():
                         await trio.sleep(0.05)
                 marker.unlink()
+        # Token telemetry is per profile: each profile's tools/list as its clients got it.
+        with trio.fail_after(30):
+            async with httpx2.AsyncClient(timeout=10) as http:
+                while len(sizes := _gauges((await http.get(f"{gw.url}/metrics")).text,
+                                           "tfunnel_tokens_tools_list")) < 4:
+                    await trio.sleep(0.05)
+        assert sizes["narrow", "full"] < sizes["wide", "full"]  # fewer tools in the profile
+        assert sizes["narrow", "lean"] < sizes["wide", "lean"]  # wide: mode full, every tool top-level
 
     refusals = [r for r in audit_records(home) if r["type"] == "profile" and r["event"] == "refused"]
     assert {r["name"] for r in refusals} >= {"other_say", "mark", "Mark", "other_add"}
@@ -134,6 +143,12 @@ async def test_two_clients_see_two_surfaces_and_the_narrow_one_cannot_reach_a_hi
                 if r["type"] == "client" and r["event"] == "connect"}
     assert connects["narrow-app"]["profile"] == "narrow" and connects["narrow-app"]["surface"] == "lean"
     assert connects["wide-app"]["profile"] == "wide" and connects["wide-app"]["surface"] == "full"
+
+
+def _gauges(text: str, name: str) -> dict[tuple[str, str], float]:
+    """`name{profile=..,surface=..} value` lines of /metrics, by (profile, surface)."""
+    found = re.finditer(rf'^{name}{{profile="([^"]+)",surface="([^"]+)"}} (\S+)$', text, re.M)
+    return {(m.group(1), m.group(2)): float(m.group(3)) for m in found}
 
 
 def stdio(home: Path, *args: str) -> StdioServerParameters:
