@@ -101,11 +101,13 @@ def test_adding_an_unrelated_tool_changes_no_name() -> None:
 
 
 def test_a_short_named_tool_remembers_its_long_name() -> None:
-    """`former` is the `<upstream>_<tool>` name of a tool under a short name, and nothing otherwise."""
+    """`former` is the other form of a tool's default name, when it has one no other tool is under."""
     got = {t.tool: t.former for t in assemble({"git": tools("git_status", "status", "git_log")}, (), set())}
     assert got == {"git_status": None, "status": None, "git_log": "git_git_log"}
-    always = assemble({"git": tools("git_log")}, (), set(), name_prefix="always")
-    assert [(t.surfaced, t.former) for t in always] == [("git_git_log", None)]
+    # Under "always" the other way round; never a name another tool is surfaced under.
+    always = assemble({"git": tools("git_log", "git_status", "status")}, (), set(), name_prefix="always")
+    assert [(t.surfaced, t.former) for t in always] == [
+        ("git_git_log", "git_log"), ("git_git_status", None), ("git_status", None)]
     wrapped = assemble_wrapped("git", tools("git_log"), ())
     assert [(t.surfaced, t.wire, t.former) for t in wrapped] == [("git_log", "git_log", "git_git_log")]
 
@@ -162,6 +164,14 @@ def test_a_state_entry_under_the_former_name_still_applies(state: dict[str, Visi
     assert (catalog(state).enabled_upstream("git_log") is not None) is enabled
     # The other tool is untouched by git_log's entries.
     assert catalog(state).visibility("git_status", "upstream").enabled
+
+
+def test_under_always_a_state_entry_for_the_short_name_still_applies() -> None:
+    """Switching to namePrefix "always" does not re-enable a tool disabled under its short name."""
+    upstream = assemble({"git": tools("git_log")}, (), set(), name_prefix="always")
+    state = ToolState(entries={"git_log": Visibility(enabled=False)})
+    assert Catalog(Register(), state, upstream).enabled_upstream("git_git_log") is None
+    assert Catalog(Register(), ToolState(), upstream).enabled_upstream("git_git_log") is not None
 
 
 def test_a_hook_matcher_on_the_former_name_still_matches() -> None:
@@ -239,3 +249,14 @@ def test_switching_name_prefix_through_an_expose_edit_moves_state_and_matchers()
         ("git_git_log", "git_log")]
     assert all(isinstance(r, Rename) for r in back)
 
+
+
+def test_tfunnel_check_reports_former_names(home: Path) -> None:
+    """`tfunnel check` carries the warnings: a state key and a deny matcher on `ping_ping_client`."""
+    from tfunnel.home.check import check_home
+
+    set_upstreams(home, mock_upstream("ping"))
+    (home / "tools" / "tools.state.json").write_text(json.dumps({"ping_ping_client": {"enabled": False}}))
+    set_hooks(home, {"id": "deny-ping", "matcher": "ping_ping_client", "command": "true"})
+    found = [str(p) for p in check_home(home) if "former name of 'ping_client'" in str(p)]
+    assert len(found) == 2 and "ping_ping_client" in found[0] and "deny-ping" in found[1]

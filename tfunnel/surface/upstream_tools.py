@@ -9,9 +9,12 @@ The short name is decided with the whole set, never by order: a tool keeps its s
 nothing else claims it, i.e. it is no local tool's or meta-tool's name, no enabled expose entry's
 `as`, and no other tool's short or `<upstream>_<tool>` name. Otherwise it is `<upstream>_<tool>`
 (all contenders fall back together, so adding a tool changes another's name only when the new
-tool claims that very name). A tool under a short name remembers its long one (`former`): its
-`tools.state.json` entry and hook matchers under that name still apply to it (fail closed: a
-disable or a deny written for `git_git_status` keeps holding for `git_status`).
+tool claims that very name). A tool that has a short name also answers, for its state and its
+hooks only, to the other form (`former`): under "auto" `git_status` heeds a `tools.state.json`
+entry and hook matchers written for `git_git_status`, under "always" `git_git_status` heeds those
+written for `git_status` (fail closed: switching `namePrefix` either way, or upgrading a home
+written before this rule, never silently re-enables a tool or drops a deny). The other form is not
+kept when another tool is surfaced under it (that name is that tool's).
 
 On a remaining collision the local register wins, then config order; each collision is logged once
 per process (and handed to `on_collision`, which the gateway records in the audit log: surface/
@@ -22,7 +25,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import structlog
@@ -47,8 +50,8 @@ class UpstreamTool:
     # Under a wrap: the name clients see and call it by, its own (`surfaced` still names it for
     # visibility, hooks and the audit log, the same wrapped or not).
     wire: str | None = None
-    # Under a short name (`git_status`): the `<upstream>_<tool>` name it had before, whose state
-    # entry and hook matchers still apply to it.
+    # The other form of a tool that has a short name (`git_git_status` for `git_status` under "auto",
+    # the reverse under "always"), whose state entry and hook matchers still apply to it.
     former: str | None = None
 
     @property
@@ -168,8 +171,7 @@ def _assemble(ready: Mapping[str, Sequence[Mapping[str, Any]]], expose: Iterable
             name = str(definition["name"])
             entry = curated.get((upstream, name))
             surfaced = surfaced_name(upstream, name, entry, name_prefix, contested)
-            short = surfaced == short_name(upstream, name, name_prefix)
-            former = long_name(upstream, name) if short else None
+            former = _other_form(upstream, name, surfaced)
             if surfaced in used:
                 key = (upstream, name, surfaced)
                 if key not in _reported:
@@ -183,4 +185,14 @@ def _assemble(ready: Mapping[str, Sequence[Mapping[str, Any]]], expose: Iterable
             hold = holds.get(upstream, {}).get(f"tool:{name}")
             tools.append(UpstreamTool(surfaced, upstream, name, definition, entry, hold,
                                       name if wrapped else None, former))
-    return tools
+    names = {tool.surfaced for tool in tools}
+    return [replace(tool, former=None) if tool.former in names else tool for tool in tools]
+
+
+def _other_form(upstream: str, tool: str, surfaced: str) -> str | None:
+    """The form of its default name a tool is not surfaced under, if it has two (an unprefixed
+    tool, `git`'s `status`, has one; a curated one under an `as` of its own has none)."""
+    short = short_name(upstream, tool)
+    if short is None or surfaced not in (short, long_name(upstream, tool)):
+        return None
+    return long_name(upstream, tool) if surfaced == short else short
