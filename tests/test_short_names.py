@@ -223,7 +223,8 @@ def test_check_warns_about_former_names() -> None:
     warnings = [str(w) for w in former_name_findings(expose, state, manifest).warnings]
     assert len(warnings) == 3
     assert "'git_git_log', the former name of 'git_log'" in warnings[0]
-    assert 'rename it to \'git_log\' (or set "namePrefix": "always"' in warnings[0]
+    assert "rename it to 'git_log' (`tfunnel expose name-prefix auto`" in warnings[0]
+    assert "`tfunnel expose name-prefix always`" in warnings[0]
     assert "'deny-log'" in warnings[1] and "'git_log'" in warnings[1]
     assert "'deny-dot'" in warnings[2] and "'git.diff'" in warnings[2]
     always = parse_expose({"namePrefix": "always", "upstreams": [{"id": "git", "command": "x"}]})
@@ -260,3 +261,37 @@ def test_tfunnel_check_reports_former_names(home: Path) -> None:
     set_hooks(home, {"id": "deny-ping", "matcher": "ping_ping_client", "command": "true"})
     found = [str(p) for p in check_home(home) if "former name of 'ping_client'" in str(p)]
     assert len(found) == 2 and "ping_ping_client" in found[0] and "deny-ping" in found[1]
+
+
+async def test_expose_name_prefix_rewrites_state_and_matchers_both_ways(home: Path) -> None:
+    """`tfunnel expose name-prefix auto` on a home written with long names moves `ping_ping_client`'s
+    state and exact matcher to `ping_client` (the tools it knows: those tool-approvals.json saw);
+    `always` moves them back; setting the same is no change; `ping_ping` (tool `ping`) stays."""
+    from tests.test_cli import tfunnel
+
+    set_upstreams(home, mock_upstream("ping"))
+    with trio.fail_after(60):
+        async with sdk_client(home) as client:  # a gateway records the upstream's tools on first sight
+            await client.list_tools()
+    state_path, manifest_path = home / "tools" / "tools.state.json", home / "hooks" / "hooks.manifest.json"
+    state_path.write_text(json.dumps({"ping_ping_client": {"enabled": False}, "ping_ping": {"hot": True}}))
+    set_hooks(home, {"id": "deny-ping", "matcher": "ping_ping_client", "command": "true"})
+
+    def read() -> tuple[Any, Any, Any]:
+        expose = json.loads((home / EXPOSE_FILE).read_text())
+        matchers = [h["matcher"] for h in json.loads(manifest_path.read_text())["hooks"]]
+        return expose.get("namePrefix"), json.loads(state_path.read_text()), matchers
+
+    done = tfunnel(home, "expose", "name-prefix", "auto")
+    assert done.returncode == 0, done.stderr
+    assert "namePrefix: auto" in done.stdout
+    assert read() == ("auto", {"ping_client": {"enabled": False}, "ping_ping": {"hot": True}},
+                      ["ping_client"])
+    again = tfunnel(home, "expose", "name-prefix", "auto")
+    assert again.returncode == 0 and "(unchanged)" in again.stdout
+    back = tfunnel(home, "expose", "name-prefix", "always")
+    assert back.returncode == 0, back.stderr
+    # The matcher `ping_client` still fires through the tool's own upstream name: it is left as it is.
+    assert read() == ("always", {"ping_ping_client": {"enabled": False}, "ping_ping": {"hot": True}},
+                      ["ping_client"])
+    assert tfunnel(home, "expose", "name-prefix", "sometimes").returncode == 2

@@ -271,8 +271,9 @@ def former_name_findings(expose: ExposeConfig, state: ToolState, manifest: HookM
                 return rest
         return None
 
-    fix = ('; it still applies, but rename it to {new!r} (or set "namePrefix": "always" in '
-           f'{EXPOSE_FILE} to keep the long names)')
+    fix = ('; it still applies, but rename it to {new!r} (`tfunnel expose name-prefix auto` rewrites '
+           f'them all), or keep the long names with `tfunnel expose name-prefix always` ({EXPOSE_FILE} '
+           '"namePrefix")')
     for key in state.entries:
         new = shortened(key)
         if new is not None:
