@@ -209,7 +209,7 @@ def test_list_shows_upstreams_and_their_expose_entries(tmp_path: Path,
         "git  stdio  enabled  uvx mcp-server-git",
         f"  cwd: {tmp_path}",
         "  description: git tools",
-        "  expose: git_log as git_git_log  [vcs]",
+        "  expose: git_log as git_log  [vcs]",  # already prefixed: the default name does not repeat it
         "far  http  disabled  https://h/mcp",
     ]
 

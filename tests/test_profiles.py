@@ -145,20 +145,20 @@ def briefed(view: Catalog) -> list[str]:
     return [b["id"] for b in view.briefs()]
 
 
-ALL = ["echo", "hash", "tf_add_tool", "time_get_current_time", "git_git_status", "git_git_log"]
+ALL = ["echo", "hash", "tf_add_tool", "time_get_current_time", "git_status", "git_log"]
 
 
 @pytest.mark.parametrize(("profile", "top", "briefs"), [
     pytest.param(chosen(), META, ALL, id="neutral"),
     pytest.param(chosen(tools=("time_*", "echo")), META, ["echo", "time_get_current_time"], id="tools"),
     pytest.param(chosen(tools=("Hash",)), META, ["hash"], id="local-by-display-name"),
-    pytest.param(chosen(upstreams=("git",)), META, ["echo", "hash", "tf_add_tool", "git_git_status",
-                                                    "git_git_log"], id="upstreams"),
+    pytest.param(chosen(upstreams=("git",)), META, ["echo", "hash", "tf_add_tool", "git_status",
+                                                    "git_log"], id="upstreams"),
     pytest.param(chosen(upstreams=("git",), tools=("time_*",)), META, [], id="both-must-allow"),
     pytest.param(chosen(mode="full"), META + ALL, ALL, id="full"),
-    pytest.param(chosen(mode="full", tools=("git_*",)), [*META, "git_git_status", "git_git_log"],
-                 ["git_git_status", "git_git_log"], id="full-restricted"),
-    pytest.param(chosen(always_load=("git_git_log", "echo")), [*META, "echo", "git_git_log"], ALL,
+    pytest.param(chosen(mode="full", tools=("git_*",)), [*META, "git_status", "git_log"],
+                 ["git_status", "git_log"], id="full-restricted"),
+    pytest.param(chosen(always_load=("git_log", "echo")), [*META, "echo", "git_log"], ALL,
                  id="always-load"),
     pytest.param(chosen(tools=("hash",), always_load=("echo",)), META, ["hash"],
                  id="always-load-within-allowed"),
@@ -170,9 +170,9 @@ def test_a_view_lists(profile: Chosen, top: list[str], briefs: list[str]) -> Non
 
 
 def test_a_view_refuses_what_it_leaves_out_on_every_lookup() -> None:
-    view = catalog(**{"git_git_log": Visibility(hot=True), "hash": Visibility(hot=True)}).view(
+    view = catalog(**{"git_log": Visibility(hot=True), "hash": Visibility(hot=True)}).view(
         chosen(tools=("time_*",)))
-    for name in ("git_git_log", "hash", "Hash"):
+    for name in ("git_log", "hash", "Hash"):
         assert view.find_local(name) is None and view.find_upstream(name) is None
         assert view.enabled_local(name) is None and view.enabled_upstream(name) is None
         assert view.hot_local(name) is None and view.direct_upstream(name) is None

@@ -219,9 +219,11 @@ async def test_git_server_status_and_log_equal_direct_calls(home: Path) -> None:
         top = [t.name for t in (await client.list_tools()).tools]
         assert top == [*META_TOOLS, "repo_log"]
         lean = [b["id"] for b in await briefs(client, category="mcp:git")]
-        assert lean == ["repo_log" if n == "git_log" else f"git_{n}" for n in names]
+        # Its tools already begin with `git_`: they keep their own names (`git_status`, not `git_git_status`).
+        assert all(n.startswith("git_") for n in names)
+        assert lean == ["repo_log" if n == "git_log" else n for n in names]
         status = await client.call_tool("toolfunnel_run_tool",
-                                        {"name": "git_git_status", "args": status_args})
+                                        {"name": "git_status", "args": status_args})
         assert wire(status) == wire(want_status)
         log_via_run = await client.call_tool("toolfunnel_run_tool", {"name": "repo_log", "args": log_args})
         assert wire(log_via_run) == wire(want_log)
@@ -314,7 +316,7 @@ async def test_three_upstreams_at_once_despite_a_hung_one(home: Path) -> None:
                 results[name] = await client.call_tool("toolfunnel_run_tool", {"name": name, "args": args})
 
             nursery.start_soon(call, "time_convert_time", CONVERT)
-            nursery.start_soon(call, "git_git_status", {"repo_path": str(repo)})
+            nursery.start_soon(call, "git_status", {"repo_path": str(repo)})
             nursery.start_soon(call, "everything_echo", {"message": "all three"})
         for name, result in results.items():
             assert not result.is_error, (name, result.content)
@@ -322,11 +324,13 @@ async def test_three_upstreams_at_once_despite_a_hung_one(home: Path) -> None:
         listed = await briefs(client)
         for upstream_id, names in own.items():
             mine = [b for b in listed if b["category"] == f"mcp:{upstream_id}"]
-            assert [b["id"] for b in mine] == [f"{upstream_id}_{n}" for n in names], upstream_id
+            # git's tools already begin with `git_` and keep their own names; the others get the prefix.
+            assert [b["id"] for b in mine] == [n if n.startswith(f"{upstream_id}_") else f"{upstream_id}_{n}"
+                                               for n in names], upstream_id
         assert not [b for b in listed if b["category"] == "mcp:hung"]
         assert results["time_convert_time"].structured_content is not None
         assert results["time_convert_time"].structured_content["time_difference"] == "+9.0h"
-        assert "untracked.txt" in text(results["git_git_status"])
+        assert "untracked.txt" in text(results["git_status"])
         assert text(results["everything_echo"]) == "Echo: all three"
         hung_call = await client.call_tool("toolfunnel_run_tool", {"name": "hung_anything", "args": {}})
         # Its start window over, the hung one's tools fail as what they are, not as unknown names.

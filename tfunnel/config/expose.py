@@ -1,6 +1,6 @@
 """`mcp/expose.json`: the upstream MCP servers and the curated expose list, validated whole.
 
-    {"version": 1,
+    {"version": 1, "namePrefix": "auto",
      "upstreams": [{"id": "time", "command": "mcp-server-time", "args": ["--local-timezone", "UTC"]}],
      "expose": [{"upstream": "time", "tool": "get_current_time", "as": "now"}]}
 
@@ -39,8 +39,16 @@ TOOL_NAME = re.compile(r"[A-Za-z0-9_.-]{1,128}")
 MAX_TIMEOUT_MS = 2**31 - 1  # ~24.8 days: beyond this a "timeout" is a typo, not a policy
 
 Transport = Literal["stdio", "http", "websocket"]
+# `namePrefix`: "auto" (default) surfaces `git`'s `git_status` as `git_status`; "always" keeps
+# `<upstream>_<tool>` for every tool (`git_git_status`, the form before), for homes whose hooks
+# and state keys depend on it.
+NamePrefix = Literal["auto", "always"]
+NAME_PREFIXES = ("auto", "always")
 
-EXPOSE_KEYS = ("version", "upstreams", "expose")
+# What may follow the upstream id in a tool name for the name to count as already prefixed.
+SEPARATORS = ("_", "-", ".")
+
+EXPOSE_KEYS = ("version", "namePrefix", "upstreams", "expose")
 UPSTREAM_KEYS = ("id", "transport", "command", "args", "env", "cwd", "url", "headers", "enabled",
                  "description", "timeoutMs", "requestTimeoutMs", "legacyPin", "modernOnly",
                  "allowOutsidePaths", "allowCodeLoadingEnv", "strictApproval", "restart", "reconnectAt")
@@ -103,7 +111,7 @@ class ExposeEntry:
 
     upstream: str
     tool: str
-    as_name: str  # "as"; default "<upstream>_<tool>"
+    as_name: str  # "as"; default `default_name` (`<upstream>_<tool>` unless already prefixed)
     category: str = ""
     enabled: bool = True
 
@@ -113,10 +121,32 @@ class ExposeConfig:
     version: int | float = 1
     upstreams: tuple[UpstreamSpec, ...] = ()
     expose: tuple[ExposeEntry, ...] = ()
+    name_prefix: NamePrefix = "auto"
 
     def upstream(self, upstream_id: str) -> UpstreamSpec | None:
         """The upstream with this id, or None."""
         return next((u for u in self.upstreams if u.id == upstream_id), None)
+
+
+def long_name(upstream: str, tool: str) -> str:
+    """`<upstream>_<tool>`: the default name under `namePrefix: "always"` and on a collision."""
+    return f"{upstream}_{tool}"
+
+
+def short_name(upstream: str, tool: str, name_prefix: str = "auto") -> str | None:
+    """The tool's own name when it already begins with the upstream id and a separator (and has more
+    after it), under `namePrefix: "auto"`; else None. Case-sensitive: `git` shortens `git_status`,
+    not `Git_status`, and never `github_x` (no separator after the id)."""
+    if name_prefix == "always":
+        return None
+    if any(tool.startswith(upstream + sep) and len(tool) > len(upstream) + 1 for sep in SEPARATORS):
+        return tool
+    return None
+
+
+def default_name(upstream: str, tool: str, name_prefix: str = "auto") -> str:
+    """The name a tool gets when nothing else claims its short name (`short_name`, else long)."""
+    return short_name(upstream, tool, name_prefix) or long_name(upstream, tool)
 
 
 def empty_document() -> dict[str, Any]:
@@ -148,6 +178,11 @@ def _parse(home: Path, raw: dict[str, Any], f: Fields) -> ExposeConfig:
     if isinstance(version, bool) or not isinstance(version, int | float):
         f.problem(f"must be a number, got {_show(version)}", None, "version")
         version = 1
+    name_prefix = raw.get("namePrefix", "auto")
+    if name_prefix not in NAME_PREFIXES:
+        f.problem(f'must be "auto" (surface `git`\'s `git_status` as `git_status`) or "always" (keep '
+                  f'`<upstream>_<tool>`), got {_show(name_prefix)}', None, "namePrefix")
+        name_prefix = "auto"
     rows = f.array(raw, "upstreams", "upstream entries")
     items = f.array(raw, "expose", "expose entries")
     # Every id that was spelled as a string counts as configured, so an upstream row with some other
@@ -167,7 +202,7 @@ def _parse(home: Path, raw: dict[str, Any], f: Fields) -> ExposeConfig:
     seen_keys: dict[tuple[str, str], int] = {}
     seen_names: dict[str, int] = {}
     for index, item in enumerate(items):
-        entry = _expose_entry(item, index, declared, f)
+        entry = _expose_entry(item, index, declared, f, cast(NamePrefix, name_prefix))
         if entry is None:
             continue
         label = _expose_label(index, item)
@@ -180,7 +215,8 @@ def _parse(home: Path, raw: dict[str, Any], f: Fields) -> ExposeConfig:
         seen_keys.setdefault(key, index)
         seen_names.setdefault(entry.as_name, index)
         entries.append(entry)
-    return ExposeConfig(version=version, upstreams=tuple(upstreams), expose=tuple(entries))
+    return ExposeConfig(version=version, upstreams=tuple(upstreams), expose=tuple(entries),
+                        name_prefix=cast(NamePrefix, name_prefix))
 
 
 EXPOSE: ConfigFile[ExposeConfig] = ConfigFile(EXPOSE_FILE, "expose.json", _parse,
@@ -323,7 +359,8 @@ def _expose_label(index: int, item: Any) -> str:
     return f"expose[{index}]"
 
 
-def _expose_entry(item: Any, index: int, declared: list[str], f: Fields) -> ExposeEntry | None:
+def _expose_entry(item: Any, index: int, declared: list[str], f: Fields,
+                  name_prefix: NamePrefix) -> ExposeEntry | None:
     label = _expose_label(index, item)
     if not isinstance(item, dict):
         f.problem(f"must be an object, got {_show(item)}", label)
@@ -336,7 +373,7 @@ def _expose_entry(item: Any, index: int, declared: list[str], f: Fields) -> Expo
         f.problem(f"names no configured upstream (configured: {known})", label, "upstream")
     tool = f.string(item, "tool", label, required=True, non_empty=True)
     # ToolFunnel wrote an empty (or null) "as" to mean the default name.
-    as_name = (_optional_string(item, "as", label, f) or "") or f"{upstream}_{tool}"
+    as_name = (_optional_string(item, "as", label, f) or "") or default_name(upstream, tool, name_prefix)
     if isinstance(item.get("as"), str) and item["as"] and not TOOL_NAME.fullmatch(as_name):
         f.problem(f"must be 1 to 128 letters, digits, '_', '.' or '-', got {_show(as_name)}", label, "as")
     category = f.string(item, "category", label)

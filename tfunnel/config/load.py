@@ -37,7 +37,7 @@ from tfunnel.config.model import (
 )
 from tfunnel.config.profiles import parse_profiles
 from tfunnel.config.schema import schema_problem
-from tfunnel.config.validate import Fields
+from tfunnel.config.validate import Fields, _show
 from tfunnel.errors import ConfigProblem
 
 SETTINGS_FILE = "toolfunnel.json"
@@ -58,7 +58,7 @@ LIMITS_KEYS = ("maxMessageBytes", "toolTimeoutS", "toolOutputBytes", "shutdownGr
 REQUIRES_KEYS = ("command", "versionArg", "min", "why")
 REGISTER_KEYS = ("version", "description", "tools")
 ENTRY_KEYS = ("id", "name", "summary", "category", "instructions", "inputSchema", "mode", "invoke",
-              "timeoutS", "path", "covers")
+              "timeoutS", "path", "covers", "examples")
 INVOKE_KEYS = ("type", "path", "command", "name")
 VISIBILITY_KEYS = ("enabled", "hidden", "hot")
 
@@ -185,6 +185,7 @@ def _tool_entry(item: Any, index: int, f: Fields) -> ToolEntry | None:
     if mode == "gateway" and invoke is None and "invoke" not in item:
         f.problem('is required when "mode" is "gateway"', label, "invoke")
     timeout = f.positive(item, "timeoutS", label, None)
+    examples = _examples(item, label, f)
     if len(f.problems) > before:
         return None
     return ToolEntry(
@@ -198,6 +199,7 @@ def _tool_entry(item: Any, index: int, f: Fields) -> ToolEntry | None:
         invoke=invoke,
         timeout_s=timeout,
         adopted=adopted,
+        examples=examples,
     )
 
 
@@ -212,6 +214,19 @@ def _adopt(tool_id: str, invoke: Invoke | None, f: Fields) -> str | None:
         return None
     f.note(served_note(tool_id, invoke.target))
     return invoke.target
+
+
+def _examples(item: dict[str, Any], label: str, f: Fields) -> tuple[dict[str, Any], ...]:
+    """`examples`: argument objects shown as example calls in the tool's instructions."""
+    raw = item.get("examples", [])
+    if not isinstance(raw, list):
+        f.problem(f"must be an array of argument objects, got {_show(raw)}", label, "examples")
+        return ()
+    for index, example in enumerate(raw):
+        if not isinstance(example, dict):
+            f.problem(f"must be an object (the arguments of one example call), got {_show(example)}",
+                      label, f"examples[{index}]")
+    return tuple(dict(example) for example in raw if isinstance(example, dict))
 
 
 def _input_schema(item: dict[str, Any], label: str, f: Fields) -> dict[str, Any] | None:

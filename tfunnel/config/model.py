@@ -165,6 +165,8 @@ class ToolEntry:
     # The ToolFunnel script (`tools/scripts/tf-x.js`) of a management entry served by our built-in
     # instead (`config.adopt`); None for every other entry.
     adopted: str | None = None
+    # "examples": argument objects, shown as example calls in its instructions.
+    examples: tuple[Mapping[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -61,6 +61,8 @@ class ToolCall:
     ask_user: AskUser | None = field(default=None, compare=False, repr=False)
     # Under a wrap: the server id clients know the wrapped upstream by (`tfunnel wrap --as`).
     server: str | None = None
+    # An upstream tool under a short name: its `<upstream>_<tool>` name, still matched (fail closed).
+    former: str | None = None
 
     def claude_code_name(self) -> str:
         """The name Claude Code gives the tool, and so the `tool_name` its hooks check: the id of a
@@ -71,8 +73,10 @@ class ToolCall:
         return f"mcp__{self.server or self.upstream}__{self.tool_id}"
 
     def names(self) -> tuple[str, ...]:
-        """Every name a matcher is tried on: surfaced, id (or upstream tool name), display, Claude Code."""
-        seen = dict.fromkeys((self.surfaced, self.tool_id, self.display, self.claude_code_name()))
+        """Every name a matcher is tried on: surfaced, id (or upstream tool name), display, Claude Code,
+        and the former `<upstream>_<tool>` name of a tool under a short name."""
+        seen = dict.fromkeys((self.surfaced, self.tool_id, self.display, self.claude_code_name(),
+                              self.former or ""))
         return tuple(name for name in seen if name)
 
 

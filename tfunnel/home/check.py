@@ -49,6 +49,7 @@ def runtime(reading: HomeReading, env: Mapping[str, str] | None = None) -> Itera
             state = reading.get(STATE).value
             if state is not None and manifest is not None and overlay is not None:
                 groups.append(preflight.overlay_findings(register, expose, state, manifest, overlay))
+                groups.append(preflight.former_name_findings(expose, state, manifest))
     yield from preflight.all_findings(groups).all()
 
 

@@ -87,11 +87,11 @@ class Live:
         wrap = local.wrap
         if wrap is None:
             upstream = tuple(assemble(self.ready_tools(), self.expose.expose, local.local_names(), holds,
-                                      self.on_collision))
+                                      self.on_collision, self.expose.name_prefix))
         else:  # the wrapped upstream is the whole surface (nothing of it while it is down)
             lists = {u: kinds for u, kinds in lists.items() if u == wrap.upstream}
             upstream = tuple(assemble_wrapped(wrap.upstream, self.ready_tools().get(wrap.upstream, ()),
-                                              self.expose.expose, holds))
+                                              self.expose.expose, holds, self.expose.name_prefix))
         extras = Extras.assemble({u: kinds.get("prompts", ()) for u, kinds in lists.items()},
                                  {u: kinds.get("resources", ()) for u, kinds in lists.items()},
                                  {u: kinds.get("templates", ()) for u, kinds in lists.items()},

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
-from tfunnel.config.expose import AVAILABLE_TRANSPORTS, EXPOSE_FILE, ExposeConfig
+from tfunnel.config.expose import AVAILABLE_TRANSPORTS, EXPOSE_FILE, SEPARATORS, ExposeConfig, short_name
 from tfunnel.config.load import REGISTER_FILE, STATE_FILE
 from tfunnel.config.model import META_TOOL_NAMES, PROMPT_PREFIX, RESOURCE_PREFIX, Register, ToolState
 from tfunnel.errors import ConfigProblem
@@ -241,7 +241,8 @@ def overlay_findings(register: Register, expose: ExposeConfig, state: ToolState,
     lists is not known here); hook-state keys that are no hook id."""
     found = Findings()
     names = {*META_TOOL_NAMES, *(e.id for e in register.tools), *(e.as_name for e in expose.expose)}
-    prefixes = (*(f"{prefix}{u.id}_" for u in expose.upstreams for prefix in ("", PROMPT_PREFIX)),
+    prefixes = (*(f"{u.id}{sep}" for u in expose.upstreams for sep in SEPARATORS),
+                *(f"{PROMPT_PREFIX}{u.id}_" for u in expose.upstreams),
                 *((RESOURCE_PREFIX,) if expose.upstreams else ()))
     for key in state.entries:
         if key not in names and not key.startswith(prefixes):
@@ -252,6 +253,39 @@ def overlay_findings(register: Register, expose: ExposeConfig, state: ToolState,
         if key not in hook_ids:
             found.warnings.append(ConfigProblem(HOOK_STATE_FILE, f"names no hook{_nearest(key, hook_ids)}; "
                                                 "the switch has no effect", repr(key)))
+    return found
+
+
+def former_name_findings(expose: ExposeConfig, state: ToolState, manifest: HookManifest) -> Findings:
+    """State keys and tool-hook matchers that name an upstream tool by the `<upstream>_<tool>` form it
+    had before `namePrefix: "auto"` shortened it (`git_git_status`, now `git_status`). They still
+    apply to the tool (the gate and visibility heed the former name too), so a warning with the fix."""
+    found = Findings()
+    if expose.name_prefix == "always":
+        return found
+
+    def shortened(name: str) -> str | None:
+        for upstream in expose.upstreams:
+            rest = name.removeprefix(f"{upstream.id}_")
+            if rest != name and short_name(upstream.id, rest) is not None:
+                return rest
+        return None
+
+    fix = ('; it still applies, but rename it to {new!r} (`tfunnel expose name-prefix auto` rewrites '
+           f'them all), or keep the long names with `tfunnel expose name-prefix always` ({EXPOSE_FILE} '
+           '"namePrefix")')
+    for key in state.entries:
+        new = shortened(key)
+        if new is not None:
+            found.warnings.append(ConfigProblem(STATE_FILE, f"names {key!r}, the former name of {new!r}"
+                                                + fix.format(new=new), repr(key)))
+    for hook in manifest.hooks:
+        tool_hook = hook.event in ("PreToolUse", "PostToolUse")
+        new = shortened(hook.matcher.replace("\\", "")) if tool_hook else None  # as re.escape wrote it
+        if new is not None:
+            found.warnings.append(ConfigProblem(MANIFEST_FILE, f"matcher {hook.matcher!r} names the former "
+                                                f"name of {new!r}" + fix.format(new=new), repr(hook.id),
+                                                "matcher"))
     return found
 
 

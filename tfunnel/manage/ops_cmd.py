@@ -59,12 +59,20 @@ def run_op(home: Path, tool: str, build: Callable[[], dict[str, Any]],
     """Build the arguments, check them against `tool`'s schema, plan (`op`, else the tool's own
     operation) and commit; print the result or the refusal."""
     builtin = BUILTINS[tool]
-    try:
+
+    def plan_it() -> Plan:
         args = build()
         validate_args(builtin.name, builtin.input_schema, args)
         planner = op or builtin.plan
         assert planner is not None  # the tools these commands run are plans, not reads
-        plan = planner(cli_env(home), args)
+        return planner(cli_env(home), args)
+    return _commit(home, plan_it, headline, prefix=prefix, as_json=as_json)
+
+
+def _commit(home: Path, plan_it: Callable[[], Plan], headline: Callable[[dict[str, Any]], str], *,
+            prefix: str, as_json: bool) -> int:
+    try:
+        plan = plan_it()
         if plan.change is not None:
             commit(home, plan.change, AuditLog(home), via="cli")
     except ToolFailure as exc:
@@ -148,7 +156,10 @@ def add_expose_arguments(parser: argparse.ArgumentParser, common: Common) -> Non
     actions = parser.add_subparsers(dest="action", metavar="ACTION")
     actions.required = True
     add = _sub(actions, "add", "put an upstream tool on the top level (tf_expose)", common)
-    remove = _sub(actions, "remove", "drop an expose entry (the tool keeps <upstream>_<tool>)", common)
+    remove = _sub(actions, "remove", "drop an expose entry (the tool gets its default name back)", common)
+    prefix = _sub(actions, "name-prefix", "auto: git's git_status stays git_status; always: git_git_status "
+                  "(hooks and state follow)", common)
+    prefix.add_argument("mode", choices=("auto", "always"))
     for sub in (add, remove):
         sub.add_argument("upstream", help="the upstream's id")
         sub.add_argument("tool", help="the tool's name at the upstream")
@@ -250,6 +261,13 @@ def _tool_update_args(args: argparse.Namespace) -> dict[str, Any]:
 
 def expose_command(home: Path, args: argparse.Namespace) -> int:
     as_json = getattr(args, "json", False)
+    if args.action == "name-prefix":
+        def headline(result: dict[str, Any]) -> str:
+            text = f"namePrefix: {result['namePrefix']}" + ("" if result["changed"] else " (unchanged)")
+            return text + "".join(f"\n{line}" for line in [*result.get("renamed", []),
+                                                           *result.get("notices", [])])
+        return _commit(home, lambda: ops_mcp.expose_name_prefix(cli_env(home), {"namePrefix": args.mode}),
+                       headline, prefix="tfunnel expose:", as_json=as_json)
     target = {"upstream": args.upstream, "tool": args.tool}
     if args.action == "remove":
         return run_op(home, "tf_expose", lambda: target, _renamed("stops being exposed"),

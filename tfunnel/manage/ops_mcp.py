@@ -10,11 +10,12 @@ the wrapped upstream clears the wrap in the same change (`wrapCleared`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from tfunnel.config.expose import EXPOSE, UPSTREAM_KEYS, empty_document, load_expose
+from tfunnel.approvals import store
+from tfunnel.config.expose import EXPOSE, NAME_PREFIXES, UPSTREAM_KEYS, empty_document, load_expose
 from tfunnel.config.load import STATE
 from tfunnel.errors import ConfigError, ToolFailure
 from tfunnel.gate.manifest import MANIFEST
@@ -121,10 +122,42 @@ def expose(env: Env, args: Mapping[str, Any]) -> Plan:
                 f"the expose entry was disabled by an operator: {shown(entry)}" if reenabled else None)
 
 
+def expose_name_prefix(env: Env, args: Mapping[str, Any]) -> Plan:
+    """Set `expose.json`'s `namePrefix` (`tfunnel expose name-prefix auto|always`): every upstream
+    tool whose name that changes is a rename, so hook matchers and state follow it (or it is
+    refused), as for `expose`. A file without `namePrefix` counts as "always" here (its hooks and
+    state were written with the long names): setting "auto" explicitly rewrites them."""
+    value = args.get("namePrefix")
+    if value not in NAME_PREFIXES:
+        raise ToolFailure(f"namePrefix must be one of {', '.join(map(repr, NAME_PREFIXES))}, got {value!r}")
+    before = current(env.home, EXPOSE, empty_document())
+    if before.get("namePrefix") == value:
+        return Plan({"namePrefix": value, "changed": False})
+    document = {**before, "namePrefix": value}
+    if "namePrefix" not in before:  # written before the rule: its hooks and state use the long names
+        before = {**before, "namePrefix": "always"}
+    documents: dict[Any, dict[str, Any]] = {EXPOSE: document}
+    result: dict[str, Any] = {"namePrefix": value, "changed": True}
+    renamed = _follow_renames(env, before, document, documents, _recorded_tools(env))
+    if renamed is not None:
+        result["renamed"], result["notices"] = list(renamed.changes), list(renamed.notices)
+    return Plan(result, Change(f"set namePrefix to {value!r}", documents))
+
+
+def _recorded_tools(env: Env) -> list[tuple[str, str]]:
+    """Every upstream tool `mcp/tool-approvals.json` has seen (approved or held): the tool lists
+    outside a gateway (a tool never seen has no hook or state written for it by a listing)."""
+    book = store.read(env.home).value
+    if book is None:
+        return []
+    return [(upstream, key.removeprefix("tool:")) for upstream, record in book.upstreams.items()
+            for key in (*record.approved, *record.held) if key.startswith("tool:")]
+
+
 def expose_remove(env: Env, args: Mapping[str, Any]) -> Plan:
     """Drop an expose entry (the CLI's `tfunnel expose remove`): the tool goes back to its
-    default name, `<upstream>_<tool>`, reached through the meta-tools; hook matchers and state
-    follow that rename, or it is refused, as for `expose`."""
+    default name (`<upstream>_<tool>`, or its own when already prefixed), reached through the
+    meta-tools; hook matchers and state follow that rename, or it is refused, as for `expose`."""
     before = current(env.home, EXPOSE, empty_document())
     document = current(env.home, EXPOSE, empty_document())
     _, exposed = _lists(document)
@@ -145,7 +178,8 @@ def expose_remove(env: Env, args: Mapping[str, Any]) -> Plan:
 
 
 def _follow_renames(env: Env, before: dict[str, Any], after: dict[str, Any],
-                    documents: dict[Any, dict[str, Any]]) -> RenamePlan | None:
+                    documents: dict[Any, dict[str, Any]],
+                    named: Sequence[tuple[str, str]] = ()) -> RenamePlan | None:
     """Carry the hooks' exact-name matchers and the state keys over to the names an expose edit
     gives (`manage.rename`); refuse, naming the hook, when a matcher would stop firing."""
     try:
@@ -155,6 +189,7 @@ def _follow_renames(env: Env, before: dict[str, Any], after: dict[str, Any],
     catalog = env.catalog()
     local = catalog.local_names() if catalog is not None else set()
     displays = {(t.upstream, t.tool): t.display for t in catalog.upstream} if catalog is not None else {}
+    displays |= {key: key[1] for key in named if key not in displays}  # tools named, not listed here
     renames = expose_renames(before, after, local, displays)
     if isinstance(renames, Refusal):
         raise ToolFailure("nothing was changed: " + "; ".join(renames.reasons))

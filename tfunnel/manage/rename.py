@@ -8,7 +8,8 @@ deny hook silently stop firing, or bring a disabled tool back. This module owns 
   `ToolCall.names()`: surfaced, id or upstream tool name, display, `mcp__<upstream>__<tool>`), the
   raw hook manifest rows and the raw state document, and return the rewritten documents with a
   list of human-readable changes (`RenamePlan`), or every reason not to (`Refusal`).
-- `expose_renames` finds every surfaced-name change an edit of `mcp/expose.json` causes.
+- `expose_renames` finds every surfaced-name change an edit of `mcp/expose.json` causes (an entry's
+  `as`, an entry toggled, `namePrefix` switched between "auto" and "always").
 
 The policy, for the `PreToolUse`/`PostToolUse` hooks (the only events whose matcher is tried on a
 tool's names), disabled ones included (an overlay may switch them on):
@@ -38,7 +39,7 @@ from tfunnel.config.expose import ExposeEntry, parse_expose
 from tfunnel.config.model import META_TOOL_NAMES, RESERVED_STATE_KEYS
 from tfunnel.gate.gated import ToolCall
 from tfunnel.gate.manifest import EVENTS, compile_matcher
-from tfunnel.surface.upstream_tools import surfaced_name
+from tfunnel.surface.upstream_tools import contested_names, surfaced_name
 
 # The events whose matcher is tried on a tool call's names (gate/engine.py `_fire_for_tool`).
 TOOL_EVENTS = frozenset({"PreToolUse", "PostToolUse"})
@@ -228,24 +229,30 @@ def expose_renames(old_doc: Mapping[str, Any], new_doc: Mapping[str, Any], local
     """Every upstream tool whose surfaced name an edit of `mcp/expose.json` changes (`old_doc` to
     `new_doc`, both raw documents, valid: `parse_expose` raises `ConfigError` otherwise).
 
-    An upstream tool's surfaced name depends on config alone (the `as` of its enabled expose entry,
-    else `<upstream>_<tool>`), so the tools those entries name are all there is to compare.
+    An upstream tool's surfaced name depends on config and on the tools listed with it (the `as` of
+    its enabled expose entry, else its short or `<upstream>_<tool>` name, `surface/upstream_tools`),
+    so the tools those entries name and the tools known to be listed are what is compared.
     `local_names` are the register's ids and display names (they, and the meta-tools, win a name);
-    `displays` the upstream tools' titles where known, `(upstream, tool) -> title` (default: the
-    tool's own name). A tool that was shadowed before is no rename (nothing referred to it by that
-    name); one whose upstream is added or removed appears or leaves. Refused: a new name that a local
-    tool, a meta-tool or another of the edit's tools already has."""
+    `displays` the listed upstream tools and their titles where known, `(upstream, tool) -> title`
+    (default: the tool's own name). A tool that was shadowed before is no rename (nothing referred to
+    it by that name); one whose upstream is added or removed appears or leaves. Refused: a new name
+    that a local tool, a meta-tool or another of the edit's tools already has."""
     before, after = parse_expose(dict(old_doc)), parse_expose(dict(new_doc))
     taken = set(local_names) | set(META_TOOL_NAMES)
     old_entries, new_entries = _entries(before.expose), _entries(after.expose)
-    keys = list(dict.fromkeys([*old_entries, *new_entries]))
+    keys = list(dict.fromkeys([*old_entries, *new_entries, *(displays or {})]))
     both = {u.id for u in before.upstreams} & {u.id for u in after.upstreams}
+    listed = [(u, t) for u, t in (displays or {}) if u in both]
+    old_contested = contested_names(listed, before.expose, taken, before.name_prefix)
+    new_contested = contested_names(listed, after.expose, taken, after.name_prefix)
     named_after: dict[str, list[tuple[str, str]]] = {}
     renames: list[Rename] = []
     problems: list[str] = []
     for upstream, tool in keys:
-        old_name = surfaced_name(upstream, tool, old_entries.get((upstream, tool)))
-        new_name = surfaced_name(upstream, tool, new_entries.get((upstream, tool)))
+        old_name = surfaced_name(upstream, tool, _enabled(old_entries.get((upstream, tool))),
+                                 before.name_prefix, old_contested)
+        new_name = surfaced_name(upstream, tool, _enabled(new_entries.get((upstream, tool))),
+                                 after.name_prefix, new_contested)
         if upstream in both:
             named_after.setdefault(new_name, []).append((upstream, tool))
         if old_name == new_name or upstream not in both or old_name in taken:
@@ -267,3 +274,7 @@ def expose_renames(old_doc: Mapping[str, Any], new_doc: Mapping[str, Any], local
 
 def _entries(expose: Sequence[ExposeEntry]) -> dict[tuple[str, str], ExposeEntry]:
     return {(e.upstream, e.tool): e for e in expose}
+
+
+def _enabled(entry: ExposeEntry | None) -> ExposeEntry | None:
+    return entry if entry is not None and entry.enabled else None

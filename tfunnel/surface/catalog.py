@@ -42,6 +42,18 @@ def resolve_visibility(kind: Kind, vis: Visibility | None) -> Resolved:
     )
 
 
+def merged_visibility(own: Visibility | None, former: Visibility | None) -> Visibility | None:
+    """A tool's entry with its former name's: disabled or hidden if either says so; `hot` its own
+    unless only the former sets it."""
+    if former is None or own is None:
+        return own or former
+    enabled = False if False in (own.enabled, former.enabled) else own.enabled if own.enabled is not None \
+        else former.enabled
+    hidden = True if True in (own.hidden, former.hidden) else own.hidden if own.hidden is not None \
+        else former.hidden
+    return Visibility(enabled=enabled, hidden=hidden, hot=own.hot if own.hot is not None else former.hot)
+
+
 def local_input_schema(entry: ToolEntry) -> dict[str, Any]:
     schema = dict(entry.input_schema) if entry.input_schema is not None else dict(_ANY_OBJECT_SCHEMA)
     schema.setdefault("type", "object")
@@ -181,9 +193,15 @@ class Catalog:
         return tool
 
     def visibility(self, name: str, kind: Kind) -> Resolved:
+        """An upstream tool under a short name also heeds the entry of its former `<upstream>_<tool>`
+        name (fail closed: either one disabling or hiding it does)."""
         resolved = self._visibility.get((name, kind))
         if resolved is None:
-            resolved = resolve_visibility(kind, self.state.entries.get(name))
+            vis = self.state.entries.get(name)
+            tool = self._upstream.get(name) if kind == "upstream" else None
+            if tool is not None and tool.former is not None:
+                vis = merged_visibility(vis, self.state.entries.get(tool.former))
+            resolved = resolve_visibility(kind, vis)
             if self.profile is not None and kind != "meta":
                 resolved = self._profiled(name, kind, resolved)
             self._visibility[name, kind] = resolved

@@ -7,9 +7,11 @@ that turns it into an `isError` result.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from importlib import resources
 from typing import Any
+
+from tfunnel.surface.examples import example_args, examples_section
 
 HOWTO_TOPICS = ("create-tool", "add-mcp", "add-hook", "package", "wrap", "configure", "prompts-resources",
                 "manage")
@@ -107,13 +109,16 @@ def howto_text(topic: str) -> str:
 
 
 def synthesized_instructions(tool_id: str, display: str, summary: str,
-                             schema: Mapping[str, Any] | None) -> str:
-    """Instructions for a tool whose register entry has none: summary, schema, example call."""
+                             schema: Mapping[str, Any] | None,
+                             examples: Sequence[Mapping[str, Any]] = ()) -> str:
+    """Instructions for a tool whose register entry has none: summary, schema, example call (its
+    first register `examples` entry, else one built from the schema), its other examples."""
     required = list(schema.get("required", [])) if schema else []
-    example_args = {name: f"<{name}>" for name in required}
+    args = dict(examples[0]) if examples else example_args(schema)
     lines = [f"# {display} (`{tool_id}`)", "", summary or "(no summary)", "",
              "Run it with:", "```json",
-             json.dumps({"name": tool_id, "args": example_args}, ensure_ascii=False), "```"]
+             json.dumps({"name": tool_id, "args": args}, ensure_ascii=False), "```",
+             *examples_section(tool_id, examples[1:], "More examples:")]
     if schema:
         lines += ["", "Input schema:", "```json", json.dumps(schema, indent=2, ensure_ascii=False), "```"]
     if required:

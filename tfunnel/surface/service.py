@@ -35,6 +35,7 @@ from tfunnel.surface.context import (
     NoBuiltins,
     SupervisedUpstreams,
 )
+from tfunnel.surface.examples import examples_section
 from tfunnel.surface.full import full_top_level
 from tfunnel.surface.profiles import Chosen
 from tfunnel.surface.upstream_tools import UpstreamTool
@@ -282,7 +283,7 @@ class Surface:
         call = ToolCall(surfaced=tool.surfaced, tool_id=tool.tool, display=tool.display, args=args,
                         mode="upstream", session_id=ctx.session_id, call_id=ctx.call_id,
                         upstream=tool.upstream, annotations=tool.annotations, ask_user=channel.ask_user,
-                        server=wrap.server if wrap is not None else None)
+                        server=wrap.server if wrap is not None else None, former=tool.former)
 
         async def forward(final_args: Mapping[str, Any]) -> Outcome:
             try:
@@ -393,5 +394,6 @@ def _instructions(target: Target) -> str:
     if isinstance(target, UpstreamTool):
         return target.instructions()
     if target.instructions.strip():
-        return target.instructions
-    return meta.synthesized_instructions(target.id, target.name, target.summary, target.input_schema)
+        return "\n".join([target.instructions.rstrip(), *examples_section(target.id, target.examples)])
+    return meta.synthesized_instructions(target.id, target.name, target.summary, target.input_schema,
+                                         target.examples)
