@@ -122,6 +122,16 @@ def test_a_forced_profile_that_is_gone_allows_nothing() -> None:
     assert view.prompts() == [] and view.resources() == []
 
 
+def test_a_token_profile_comes_before_a_client_name_profile() -> None:
+    """A client's name is its own claim; its token is proven: a profile the token matches wins
+    over one the client's chosen name matches, whatever their order in the file."""
+    editor = Profile("editor", ProfileMatch(client_name="vscode*"), mode="full")
+    ops = Profile("ops", ProfileMatch(token_scope="mcp:ops"), upstreams=("time",))
+    who = Who("vscode", scopes=frozenset({"mcp:ops"}))
+    assert profiles.choose((editor, ops), who).name == "ops"
+    assert profiles.choose((editor, ops), Who("vscode")).name == "editor"
+
+
 def test_a_token_subject_glob() -> None:
     ops = Profile("ops", ProfileMatch(token_subject="svc-*"))
     assert profiles.choose((ops,), Who("x", subject="svc-deploy")).name == "ops"
@@ -152,8 +162,12 @@ ALL = ["echo", "hash", "tf_add_tool", "time_get_current_time", "git_status", "gi
     pytest.param(chosen(), META, ALL, id="neutral"),
     pytest.param(chosen(tools=("time_*", "echo")), META, ["echo", "time_get_current_time"], id="tools"),
     pytest.param(chosen(tools=("Hash",)), META, ["hash"], id="local-by-display-name"),
-    pytest.param(chosen(upstreams=("git",)), META, ["echo", "hash", "tf_add_tool", "git_status",
-                                                    "git_log"], id="upstreams"),
+    pytest.param(chosen(upstreams=("git",)), META, ["echo", "hash", "git_status", "git_log"],
+                 id="upstreams-leave-management-out"),
+    pytest.param(chosen(upstreams=("git",), tools=("tf_*", "echo")), META, ["echo", "tf_add_tool"],
+                 id="management-named-by-tools"),
+    pytest.param(chosen(prompts=()), META, ["echo", "hash", "time_get_current_time", "git_status", "git_log"],
+                 id="any-restriction-leaves-management-out"),
     pytest.param(chosen(upstreams=("git",), tools=("time_*",)), META, [], id="both-must-allow"),
     pytest.param(chosen(mode="full"), META + ALL, ALL, id="full"),
     pytest.param(chosen(mode="full", tools=("git_*",)), [*META, "git_status", "git_log"],
@@ -220,3 +234,60 @@ def test_check_warns_of_a_profile_upstream_that_matches_nothing(home: Any) -> No
     found = [p for p in check_home(home) if p.field == "upstreams"]
     assert [(p.severity, p.entry) for p in found] == [("warning", "profiles[0] ('p')")]
     assert "'tiem' matches no upstream" in found[0].message and "configured: time" in found[0].message
+
+
+def test_a_view_routes_resources_over_its_own_upstreams_only() -> None:
+    """A URI two upstreams list is not ambiguous to a profile that sees one of them, and the
+    answer never names the other's resources."""
+    both = Extras.assemble({}, {"time": [{"uri": "file:///a", "name": "a"}],
+                                "git": [{"uri": "file:///a", "name": "a"}]}, {}, ["time", "git"])
+    whole = Catalog(REGISTER, ToolState(), (), both)
+    assert "several upstreams" in str(whole.resource("file:///a"))
+    found = whole.view(chosen(upstreams=("time",))).resource("file:///a")
+    assert not isinstance(found, str) and found.upstream == "time"
+    hidden = whole.view(chosen(upstreams=("other",))).resource("file:///a")
+    assert hidden == "no resource 'file:///a'"
+
+
+def test_a_session_hears_log_messages_of_its_profiles_upstreams_only() -> None:
+    from tfunnel.protocol.jsonrpc import Notification
+    from tfunnel.surface.notices import Notices
+
+    heard: list[dict[str, Any]] = []
+    notices = Notices()
+    notices.set_level("s", heard.append, "debug", lambda upstream: upstream == "time")
+    for upstream in ("time", "git"):
+        notices.upstream_notice(upstream, Notification("notifications/message",
+                                                       {"level": "info", "logger": "x", "data": upstream}))
+    assert [m["params"]["data"] for m in heard] == ["time"]
+
+
+async def test_a_hidden_tool_of_an_unready_upstream_is_unknown_at_once(tmp_path: Any) -> None:
+    """A client is neither kept waiting for nor told of an upstream its profile leaves out."""
+    from tfunnel.errors import ProtocolError
+    from tfunnel.observe.audit import AuditLog
+    from tfunnel.surface.context import CallContext
+    from tfunnel.surface.service import Surface
+    from tfunnel.testing.fakes import NoUpstreams
+
+    class Starting(NoUpstreams):
+        waited: list[str] = []
+
+        def unready_owner(self, name: str) -> str | None:
+            return "secret" if name.startswith("secret_") else None
+
+        async def wait_ready(self, upstream_id: str) -> str | None:
+            self.waited.append(upstream_id)
+            return f"upstream {upstream_id!r} is restarting"
+
+    upstreams = Starting()
+    surface = Surface(lambda: catalog(), lambda: None, None, upstreams, AuditLog(tmp_path))  # type: ignore[arg-type,return-value]
+    narrow = CallContext(profile=chosen(upstreams=("time",)))
+    with pytest.raises(ProtocolError, match="Unknown tool: secret_x"):
+        await surface.call("secret_x", {}, narrow)
+    refused = await surface.call("toolfunnel_run_tool", {"name": "secret_x"}, narrow)
+    assert "no tool named 'secret_x'" in str(refused.to_wire())  # type: ignore[union-attr]
+    assert upstreams.waited == []
+    told = await surface.call("toolfunnel_run_tool", {"name": "secret_x"}, CallContext())
+    assert "restarting" in str(told.to_wire())  # type: ignore[union-attr]
+    assert upstreams.waited == ["secret"]

@@ -121,7 +121,10 @@ class LegacyAdapter:
         assert isinstance(level, str)
         session.log_level = level
         if session.push is not None:
-            self._notices.set_level(session.id, session.push, level)
+            def hears(upstream: str) -> bool:
+                return profiles.allows_upstream(self._chosen(session).profile, upstream)
+
+            self._notices.set_level(session.id, session.push, level, hears)
         return {}
 
     def _subscription(self, session: ClientSession, method: str, params: dict[str, Any]) -> dict[str, Any]:

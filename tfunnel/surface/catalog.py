@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from tfunnel.config.model import META_TOOL_NAMES, Register, ToolEntry, ToolState, Visibility
@@ -112,6 +112,17 @@ class Catalog:
         # Under a profile: each prompt and resource, by its gate name.
         self._items: dict[tuple[str, Kind], UpstreamPrompt | UpstreamResource] = {}
         self._excluded: set[tuple[str, Kind]] = set()  # what the profile leaves out, as seen
+        # What a URI no upstream (or several) answers for is routed over under a profile: its own
+        # upstreams' resources only (an ambiguity message must not name the rest).
+        self._routable = self.extras
+        if profile is not None and profile.profile.upstreams is not None:
+            def mine(upstream: str) -> bool:
+                return profiles.allows_resource(profile.profile, upstream)
+
+            self._routable = replace(
+                self.extras, resources=tuple(r for r in self.extras.resources if mine(r.upstream)),
+                templates=tuple(t for t in self.extras.templates if mine(t.upstream)),
+                resource_upstreams=tuple(u for u in self.extras.resource_upstreams if mine(u)))
         if profile is not None:
             self._items = {(p.gate_name, "prompt"): p for p in self.extras.prompts}
             self._items.update({(r.gate_name, "resource"): r
@@ -137,7 +148,8 @@ class Catalog:
         if kind == "local":
             entry = self._by_id.get(name)
             names = (name, entry.name) if entry is not None else names
-            allowed = profiles.allows_tool(profile, names, None)
+            management = entry is not None and entry.invoke is not None and entry.invoke.type == "builtin"
+            allowed = profiles.allows_tool(profile, names, None, management=management)
         elif kind == "upstream":
             tool = self._upstream.get(name)
             allowed = tool is None or profiles.allows_tool(profile, names, tool.upstream)
@@ -326,9 +338,12 @@ class Catalog:
         """Where reading `uri` goes (`upstream_items.route`), or why nowhere; a disabled
         resource (or template) is refused."""
         found = route(uri, self.extras)
-        if isinstance(found, Route) and self.profile is not None \
-                and not profiles.allows_resource(self.profile.profile, found.upstream):
-            return f"no resource {uri!r}"
+        if self.profile is not None:
+            mine = profiles.allows_resource
+            if isinstance(found, Route) and not mine(self.profile.profile, found.upstream):
+                return f"no resource {uri!r}"
+            if isinstance(found, str):  # ambiguous or unknown over all: over the profile's own
+                found = route(uri, self._routable)
         if isinstance(found, Route) and found.item is not None \
                 and not self._shown(found.item.gate_name, "resource"):
             return f"resource {uri!r} is disabled"

@@ -46,6 +46,8 @@ class _Listener:
     uris: dict[Key, str] = field(default_factory=dict)  # → the URI as the client wrote it
     tag: Mapping[str, Any] | None = None  # a listen stream's `_meta` (its subscription id)
     upstream: str | None = None  # a modern request's logs: only those of the upstream it calls
+    # A legacy session's profile: the upstreams whose log messages it may hear (None: all).
+    hears: Callable[[str], bool] | None = None
 
 
 class Notices:
@@ -63,8 +65,12 @@ class Notices:
 
     # --- legacy sessions -------------------------------------------------------------------------
 
-    def set_level(self, key: object, push: Push, level: str) -> None:
-        self._listener(key, push).level = level
+    def set_level(self, key: object, push: Push, level: str,
+                  hears: Callable[[str], bool] | None = None) -> None:
+        """A legacy session's log level; `hears` says which upstreams' messages reach it (its
+        profile's)."""
+        listener = self._listener(key, push)
+        listener.level, listener.hears = level, hears
         self._changed()
 
     def subscribe(self, key: object, push: Push, upstream: str, original: str, uri: str) -> None:
@@ -129,7 +135,8 @@ class Notices:
             message = notification_message("notifications/message", tagged)
             for listener in list(self._listeners.values()):
                 wanted = rank(listener.level)
-                if wanted is not None and wanted <= level and listener.upstream in (None, upstream):
+                if wanted is not None and wanted <= level and listener.upstream in (None, upstream) \
+                        and (listener.hears is None or listener.hears(upstream)):
                     listener.push(message)
         elif note.method == "notifications/resources/updated":
             original = params.get("uri")

@@ -80,8 +80,8 @@ def _holds(key: str, glob: str, who: Who) -> bool:
 
 def choose(profiles: Sequence[Profile], who: Who, forced: str | None = None) -> Chosen:
     """The profile for `who`: the one `--profile` forced (by name; one that is not defined allows
-    nothing), else the first whose `match` holds, else the one named `default`, else the built-in
-    default (everything, lean)."""
+    nothing), else the first whose `match` holds (those that test the token before those that do
+    not), else the one named `default`, else the built-in default (everything, lean)."""
     return _choose(tuple(profiles), who, forced)
 
 
@@ -94,7 +94,9 @@ def _choose(profiles: tuple[Profile, ...], who: Who, forced: str | None) -> Chos
         # meta-tools: never more than the operator chose.
         profile, why = by_name.get(forced, Profile(forced, tools=(), upstreams=(), prompts=())), "--profile"
     else:
-        for candidate in profiles:
+        # What the token says is proven; a client's name is its own claim: profiles that test
+        # the token are tried first, so a chosen clientInfo.name never overrides them.
+        for candidate in sorted(profiles, key=lambda p: not _tests_token(p)):
             reason = matched(candidate.match, who) if candidate.match is not None else None
             if reason is not None:
                 profile, why = candidate, reason
@@ -105,16 +107,25 @@ def _choose(profiles: tuple[Profile, ...], who: Who, forced: str | None) -> Chos
     return Chosen(profile, full, why)
 
 
+def _tests_token(profile: Profile) -> bool:
+    match = profile.match
+    return match is not None and (match.token_subject is not None or match.token_scope is not None)
+
+
 def _any(globs: Iterable[str], names: Iterable[str]) -> bool:
     names = tuple(names)
     return any(fnmatchcase(name, glob) for glob in globs for name in names)
 
 
-def allows_tool(profile: Profile, names: Sequence[str], upstream: str | None) -> bool:
+def allows_tool(profile: Profile, names: Sequence[str], upstream: str | None, *,
+                management: bool = False) -> bool:
     """A tool known by `names` (a local tool's id and display name; an upstream tool's surfaced
-    name), of `upstream` (None: a local tool) is in `profile`."""
+    name), of `upstream` (None: a local tool) is in `profile`. A management tool (`tf_*`: it
+    reads and changes the whole gateway) is in a restricted profile only when `tools` names it."""
     if upstream is not None and profile.upstreams is not None and not _any(profile.upstreams, (upstream,)):
         return False
+    if management and not profile.unrestricted:
+        return profile.tools is not None and _any(profile.tools, names)
     return profile.tools is None or _any(profile.tools, names)
 
 

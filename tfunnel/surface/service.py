@@ -25,7 +25,7 @@ from tfunnel.observe.telemetry import Telemetry
 from tfunnel.observe.tokens import Counter, dumps
 from tfunnel.protocol.jsonrpc import INVALID_PARAMS
 from tfunnel.protocol.results import ToolResult
-from tfunnel.surface import meta
+from tfunnel.surface import meta, profiles
 from tfunnel.surface.catalog import Catalog, local_input_schema
 from tfunnel.surface.context import (
     Builtins,
@@ -212,8 +212,9 @@ class Surface:
         if target is not None:
             return target
         owner = self._upstreams.unready_owner(name)
-        if owner is None:
-            return None
+        if owner is None or (ctx.profile is not None
+                             and not profiles.allows_tool(ctx.profile.profile, (name,), owner)):
+            return None  # a profile's client is not told of (nor kept waiting for) what it may not see
         problem = await self._upstreams.wait_ready(owner)
         target = lookup(self._catalog().view(ctx.profile))
         if target is None and problem is not None:

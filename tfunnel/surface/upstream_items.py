@@ -268,6 +268,8 @@ def route(uri: str, extras: Extras) -> Route | str:
         if resource.surfaced == uri:
             return Route(resource.upstream, resource.original, resource)
     shared = [r for r in extras.resources if r.original == uri]
+    if len(shared) == 1:  # qualified because another upstream lists it, left out of `extras`
+        return Route(shared[0].upstream, shared[0].original, shared[0])
     if shared:
         forms = ", ".join(r.surfaced for r in shared)
         return f"resource {uri!r} is listed by several upstreams; read one of {forms}"
