@@ -247,3 +247,25 @@ def test_settings_set_tokens_writes_the_counter_and_refuses_others(home: Path) -
     assert refused.returncode != 0
     assert "'o200k_base', 'cl100k_base', 'estimate'" in refused.stderr
     assert load_settings(home).tokens == "o200k_base"
+
+
+@pytest.mark.parametrize(("meta_tool", "kept"), [
+    ("toolfunnel_list_tools", True), ("toolfunnel_tool_instructions", True), ("toolfunnel_howto", True),
+    ("toolfunnel_run_tool", False),
+])
+def test_a_run_tool_result_is_the_tools_own_and_never_held_for_counting(meta_tool: str, kept: bool) -> None:
+    """The meta-tools' own results are the lean surface's cost; `toolfunnel_run_tool` hands over
+    the tool's result, which may be megabytes and is the same however the tool is called: it is
+    neither counted nor held in the counting queue."""
+    from tfunnel.protocol.results import ToolResult
+    from tfunnel.surface.context import CallContext
+    from tfunnel.surface.service import _given
+
+    recorded: list[str] = []
+
+    class Spy(Telemetry):
+        def record_text(self, profile: str, session: str, part: Any, text: Any) -> None:
+            recorded.append(part)
+
+    _given(Spy(Counter("estimate")), CallContext(), meta_tool, ToolResult.text("x" * 1_000_000))
+    assert recorded == (["meta_results"] if kept else [])

@@ -359,8 +359,10 @@ def _listing(catalog: Catalog, args: Mapping[str, Any]) -> ToolResult:
 
 def _given(telemetry: Telemetry, ctx: CallContext, name: str, outcome: Outcome) -> None:
     """A meta-tool's result is given to the model; a tools listing is a search (what it listed,
-    a later call is found by)."""
-    if not isinstance(outcome, ToolResult):
+    a later call is found by). `toolfunnel_run_tool`'s result is the tool's own, which the model
+    gets however it calls the tool: it is not the lean surface's cost, and it is never held for
+    counting (a tool may answer megabytes; the queue holds texts still to count)."""
+    if not isinstance(outcome, ToolResult) or name == meta.RUN_TOOL:
         return
     telemetry.record_text(_named(ctx), ctx.session_id, "meta_results", lambda: dumps(outcome.to_wire()))
     listed = outcome.structured.get("tools") if name == meta.LIST_TOOLS and outcome.structured else None
