@@ -62,7 +62,7 @@ def test_minimal_rows_take_every_default(tmp_path: Path) -> None:
     assert (spec.transport, spec.args, spec.env, spec.cwd, spec.enabled) == ("stdio", (), {}, None, True)
     assert (spec.timeout_ms, spec.request_timeout_ms) == (120000, 10000)
     assert spec.restart == RestartPolicy(5, 60.0, 300.0, 1.0, 30.0)
-    assert config.expose == (ExposeEntry("time", "now", "time_now", "", True),)
+    assert config.expose == (ExposeEntry("time", "now", "time_now", "", True, named=False),)
 
 
 def test_every_field_is_read(tmp_path: Path) -> None:

@@ -183,6 +183,8 @@ def tool(tid: str, name: str) -> ToolEntry:
                   "entry u1/t, which wins"], id="two-entries-one-name"),
     pytest.param([], [ExposeEntry("u1", "t", "same", enabled=False), ExposeEntry("u2", "t", "same")], [],
                  id="disabled-entries-take-no-name"),
+    pytest.param([tool("git_status", "S")], [ExposeEntry("git", "git_status", "git_status", named=False)], [],
+                 id="no-as-falls-back-to-the-long-form"),
 ])
 def test_name_findings(tools: list[ToolEntry], expose: list[ExposeEntry], expected: list[str]) -> None:
     """Colliding names are warnings that say which one wins (local first, then config order)."""

@@ -56,6 +56,9 @@ def test_the_naming_rule(upstream: str, tool: str, name_prefix: str, surfaced: s
     assert named({upstream: tools(tool)}, name_prefix=name_prefix) == {(upstream, tool): surfaced}
 
 
+UNNAMED = ExposeEntry("git", "git_status", "git_status", named=False)  # an entry without "as"
+
+
 @pytest.mark.parametrize(("ready", "expose", "taken", "expected"), [
     # A local tool (or its display name) already answers to the short name.
     ({"git": tools("git_status", "git_log")}, (), {"git_status"},
@@ -80,10 +83,17 @@ def test_the_naming_rule(upstream: str, tool: str, name_prefix: str, surfaced: s
     ({"a": tools("b_c"), "a_b": tools("a_b_c")}, (), set(),
      {("a", "b_c"): "a_b_c", ("a_b", "a_b_c"): "a_b_a_b_c"}),
     # A curated entry without "as" gets the short default name.
-    ({"git": tools("git_status")}, (ExposeEntry("git", "git_status", "git_status"),), set(),
-     {("git", "git_status"): "git_status"}),
+    ({"git": tools("git_status")}, (UNNAMED,), set(), {("git", "git_status"): "git_status"}),
+    # ... and, when something else claims that short name, the long form like any other tool.
+    ({"git": tools("git_status")}, (UNNAMED,), {"git_status"}, {("git", "git_status"): "git_git_status"}),
+    ({"git": tools("git_status"), "time": tools("now")},
+     (UNNAMED, ExposeEntry("time", "now", "git_status")), set(),
+     {("git", "git_status"): "git_git_status", ("time", "now"): "git_status"}),
+    # An `as` that is written is the operator's word: a local tool of that name keeps it, the entry drops.
+    ({"git": tools("git_status")}, (ExposeEntry("git", "git_status", "git_status"),), {"git_status"}, {}),
 ], ids=["local", "meta-tool", "expose-as", "long-name", "long-name-reversed", "two-shorts",
-        "two-shorts-reversed", "short-vs-long", "curated-default"])
+        "two-shorts-reversed", "short-vs-long", "curated-default", "curated-default-contested-local",
+        "curated-default-contested-as", "curated-as-taken"])
 def test_a_contested_short_name_falls_back_to_the_long_form(
         ready: dict[str, list[dict[str, Any]]], expose: tuple[ExposeEntry, ...], taken: set[str],
         expected: dict[tuple[str, str], str]) -> None:
@@ -118,6 +128,10 @@ def test_name_prefix_is_validated_and_read() -> None:
             "expose": [{"upstream": "git", "tool": "git_log"}]}
     assert parse_expose(base).name_prefix == "auto"
     assert parse_expose(base).expose[0].as_name == "git_log"
+    assert not parse_expose(base).expose[0].named
+    for written, named in (("", False), (None, False), ("log", True)):
+        entry = {"upstream": "git", "tool": "git_log", "as": written}
+        assert parse_expose({**base, "expose": [entry]}).expose[0].named is named
     always = parse_expose({**base, "namePrefix": "always"})
     assert always.name_prefix == "always" and always.expose[0].as_name == "git_git_log"
     with pytest.raises(ConfigError) as caught:

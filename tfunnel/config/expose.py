@@ -114,6 +114,9 @@ class ExposeEntry:
     as_name: str  # "as"; default `default_name` (`<upstream>_<tool>` unless already prefixed)
     category: str = ""
     enabled: bool = True
+    # Whether `as` was written: without it the entry names nothing of its own, and the tool is named
+    # by the default rule with the whole set (a contested short name falls back to the long form).
+    named: bool = True
 
 
 @dataclass(frozen=True)
@@ -380,5 +383,6 @@ def _expose_entry(item: Any, index: int, declared: list[str], f: Fields,
     enabled = f.boolean(item, "enabled", label)
     if len(f.problems) > before:
         return None
+    written = isinstance(item.get("as"), str) and bool(item["as"])
     return ExposeEntry(upstream=upstream, tool=tool, as_name=as_name, category=category,
-                       enabled=enabled is not False)
+                       enabled=enabled is not False, named=written)

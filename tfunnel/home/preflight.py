@@ -221,7 +221,7 @@ def name_findings(register: Register, expose: ExposeConfig) -> Findings:
     taken |= {tid: f"tool {tid!r}" for tid in ids}
     taken |= {name: f"tool {tid!r} (its display name)" for name, tid in shown.items() if name not in taken}
     for index, item in enumerate(expose.expose):
-        if not item.enabled:
+        if not item.enabled or not item.named:  # without "as" a taken default falls back to the long form
             continue
         mine = f"expose entry {item.upstream}/{item.tool}"
         winner = taken.setdefault(item.as_name, mine)

@@ -105,9 +105,9 @@ class UpstreamTool:
 def surfaced_name(upstream: str, tool: str, curated: ExposeEntry | None, name_prefix: NamePrefix = "auto",
                   contested: frozenset[str] | set[str] = frozenset()) -> str:
     """The name the surface gives `tool` of `upstream`: the `as` of its enabled expose entry
-    `curated`, else its short name unless `contested` holds it (what else claims it), else
-    `<upstream>_<tool>`."""
-    if curated is not None and curated.enabled:
+    `curated` (when it writes one), else its short name unless `contested` holds it (what else
+    claims it), else `<upstream>_<tool>`."""
+    if curated is not None and curated.enabled and curated.named:
         return curated.as_name
     short = short_name(upstream, tool, name_prefix)
     return short if short is not None and short not in contested else long_name(upstream, tool)
@@ -118,7 +118,7 @@ def contested_names(tools: Iterable[tuple[str, str]], expose: Iterable[ExposeEnt
     """The short names that may not be used, decided with the whole set `tools` ((upstream, tool)
     pairs): those a name in `taken` (local and meta-tool names), an enabled expose entry's `as`, or
     another tool (its short or `<upstream>_<tool>` name) also claims."""
-    curated = {(e.upstream, e.tool): e.as_name for e in expose if e.enabled}
+    curated = {(e.upstream, e.tool): e.as_name for e in expose if e.enabled and e.named}
     claims: dict[str, int] = {}
     shorts: set[str] = set()
     for name in {*taken, *curated.values()}:
