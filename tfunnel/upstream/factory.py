@@ -1,13 +1,15 @@
-"""Which transport an upstream connects with: one line per transport this version has."""
+"""Which transport an upstream connects with: one line per transport this version has.
+
+The HTTP and WebSocket transports are imported when an upstream first needs one: their libraries
+(httpx2, trio-websocket with wsproto and h11) are a fifth of a stdio gateway's start-up imports
+and memory, and most homes have only stdio upstreams."""
 
 from __future__ import annotations
 
 from tfunnel.config.expose import AVAILABLE_TRANSPORTS, UpstreamSpec
-from tfunnel.upstream.http import HttpTransport
 from tfunnel.upstream.states import Context
 from tfunnel.upstream.stdio import StdioTransport
 from tfunnel.upstream.transport import SpawnFailed, UpstreamTransport
-from tfunnel.upstream.websocket import WebSocketTransport
 
 
 def transport_for(spec: UpstreamSpec, ctx: Context) -> UpstreamTransport:
@@ -19,7 +21,11 @@ def transport_for(spec: UpstreamSpec, ctx: Context) -> UpstreamTransport:
                           f"in this version (available: {', '.join(AVAILABLE_TRANSPORTS)})",
                           permanent=True, final=True)
     if spec.transport == "http":
+        from tfunnel.upstream.http import HttpTransport
+
         return HttpTransport(spec, ctx)
     if spec.transport == "websocket":
+        from tfunnel.upstream.websocket import WebSocketTransport
+
         return WebSocketTransport(spec, ctx)
     return StdioTransport(spec, ctx)
