@@ -52,6 +52,6 @@ def test_a_stdio_gateway_imports_no_library_of_another_face(home: Path, tmp_path
                           capture_output=True, text=True, timeout=50, cwd=tmp_path,
                           env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)})
     answers = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
-    assert [a.get("id") for a in answers if "result" in a] == [1, 2], done.stderr[-2000:]
+    assert sorted(a.get("id") for a in answers if "result" in a) == [1, 2], done.stderr[-2000:]
     loaded = [line for line in done.stderr.splitlines() if line.startswith("LOADED ")]
     assert loaded == ["LOADED "], loaded
