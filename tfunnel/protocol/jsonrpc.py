@@ -1,6 +1,14 @@
 """JSON-RPC 2.0 messages for MCP: decode and validate inbound messages, build outbound ones.
 
 `decode` raises only `MessageError`; anything else escaping it is a bug.
+
+The codec is orjson, measured to take about 9 µs off each forwarded call (two decodes and two
+encodes; bench/README.md). Whatever orjson refuses goes to the standard library's `json`, which
+decides as it always has: a byte order mark, `NaN`, integers beyond 64 bits, non-string keys,
+lone surrogates, nesting deeper than orjson's limit, and text with a run of 19 digits or more
+(orjson reads an integer beyond 64 bits as a float). What orjson accepts it decodes to the same
+value; on the way out it writes non-finite floats as `null` (the standard library would write
+`NaN`, which is not JSON).
 """
 
 from __future__ import annotations
@@ -9,6 +17,8 @@ import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
+
+import orjson
 
 from tfunnel.errors import ProtocolError
 
@@ -67,6 +77,19 @@ def _valid_id(value: Any) -> bool:
 _DECODER = json.JSONDecoder()
 # A `\uD800`-`\uDFFF` escape: only text containing one can decode to a lone surrogate.
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+# Where an integer orjson would read as a float may be (any 19 digits in a row; a float's long
+# fraction also matches, and merely takes the standard library's way).
+_LONG_DIGITS = re.compile(rb"\d" * 19)  # spelt out: faster than \d{19} in `re`
+_LONG_DIGITS_TEXT = re.compile(r"\d" * 19)
+_DIGITS = b"0123456789"
+
+
+def _may_hold_a_long_integer(data: bytes | str) -> bool:
+    """Whether `data` has 19 digits in a row; most messages have fewer digits in all, which is
+    counted faster than a search."""
+    if isinstance(data, str):
+        return _LONG_DIGITS_TEXT.search(data) is not None
+    return len(data) - len(data.translate(None, _DIGITS)) >= 19 and _LONG_DIGITS.search(data) is not None
 
 
 def decode(data: bytes | str, *, strict_unicode: bool = False) -> Message:
@@ -76,6 +99,12 @@ def decode(data: bytes | str, *, strict_unicode: bool = False) -> Message:
     are not UTF-8 (raw surrogates, another encoding such as UTF-16) and strings holding a lone surrogate (a
     `\\ud800` escape without its pair) are parse errors too. Without it both are let through (a
     lone surrogate survives into the message and is escaped again on the way out)."""
+    if not _may_hold_a_long_integer(data):
+        try:
+            # What orjson accepts is UTF-8 without lone surrogates, so `strict_unicode` holds for it.
+            return parse(orjson.loads(data))
+        except orjson.JSONDecodeError:
+            pass
     try:
         if strict_unicode:
             # A UTF-8 byte order mark is ignored, as RFC 8259 §8.1 allows a parser to.
@@ -179,6 +208,10 @@ _COMPACT_ASCII = json.JSONEncoder(separators=(",", ":"))
 def to_json(value: Any) -> str:
     """Compact JSON that always encodes as UTF-8: text that cannot (a lone surrogate a peer
     sent us) falls back to ASCII escapes instead of failing."""
+    try:
+        return orjson.dumps(value).decode()
+    except (TypeError, orjson.JSONEncodeError):
+        pass
     text = _COMPACT.encode(value)
     try:
         text.encode()
@@ -188,7 +221,11 @@ def to_json(value: Any) -> str:
 
 
 def encode(message: dict[str, Any]) -> bytes:
-    """One line of UTF-8 JSON; `json.dumps` escapes newlines inside strings, so none is embedded."""
+    """One line of UTF-8 JSON; both codecs escape newlines inside strings, so none is embedded."""
+    try:
+        return orjson.dumps(message, option=orjson.OPT_APPEND_NEWLINE)
+    except (TypeError, orjson.JSONEncodeError):
+        pass
     text = _COMPACT.encode(message) + "\n"
     try:
         return text.encode()
