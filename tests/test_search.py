@@ -137,13 +137,28 @@ def test_ranking_is_deterministic_and_ties_keep_input_order() -> None:
 
 
 def test_a_catalog_builds_its_index_once() -> None:
-    """Every query of one catalog is answered from the same index object."""
+    """Every query of one catalog is answered from the same index, built at its first query
+    (a filtered query's index is kept by `search.index`, for the next query with that filter)."""
     search.index.cache_clear()
-    cat = catalog()
-    cat.briefs(query="write note")
-    cat.briefs(query="clock")
-    info = search.index.cache_info()
-    assert (info.misses, info.hits) == (1, 1)
+    built: list[int] = []
+    real = search.Index.__init__
+
+    def counting(self: search.Index, documents: Any) -> None:
+        built.append(len(documents))
+        real(self, documents)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(search.Index, "__init__", counting)
+        cat = catalog()
+        assert built == []
+        first = cat.briefs(query="write note")
+        assert cat.briefs(query="clock") and cat.briefs(query="write note") == first
+        assert len(built) == 1
+        cat.briefs(query="clock", filter="c")
+        cat.briefs(query="time", filter="c")
+        assert len(built) == 2
+        catalog().briefs(query="clock")  # a new catalog (a surface change) builds its own
+        assert len(built) == 3
 
 
 def test_no_match_and_limit() -> None:

@@ -6,19 +6,18 @@ upstreams exist, their tools). It is rebuilt on every config change and swapped 
 
 from __future__ import annotations
 
-import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from tfunnel.config.model import META_TOOL_NAMES, Register, ToolEntry, ToolState, Visibility
-from tfunnel.surface import profiles, search
+from tfunnel.surface import briefs, profiles
+from tfunnel.surface.briefs import Listing, prompt_brief, resource_brief
 from tfunnel.surface.profiles import Chosen
 from tfunnel.surface.upstream_items import Extras, Route, UpstreamPrompt, UpstreamResource, route
 from tfunnel.surface.upstream_tools import UpstreamTool
 
 Kind = Literal["meta", "local", "upstream", "prompt", "resource"]
-DEFAULT_LIST_LIMIT = 20
 # A tool without an inputSchema accepts any arguments; advertise exactly that.
 _ANY_OBJECT_SCHEMA: Mapping[str, Any] = {"type": "object"}
 
@@ -109,6 +108,7 @@ class Catalog:
         # Resolved visibility by (name, kind): a catalog is rebuilt whenever the state changes.
         self._visibility: dict[tuple[str, Kind], Resolved] = {}
         self._views: dict[Chosen, Catalog] = {}
+        self._listings: dict[str, Listing] = {}  # by kind (tools: by category), built on first use
         # Under a profile: each prompt and resource, by its gate name.
         self._items: dict[tuple[str, Kind], UpstreamPrompt | UpstreamResource] = {}
         self._excluded: set[tuple[str, Kind]] = set()  # what the profile leaves out, as seen
@@ -280,22 +280,25 @@ class Catalog:
     ) -> list[dict[str, str]]:
         """Enabled tools as `{id, name, summary, category}`: local first (register order), then
         upstream tools (config order)."""
-        candidates = [_Brief(e.id, e.name, e.summary, e.category, _search_text(e))
-                      for e in self.register.tools if self.visibility(e.id, "local").enabled]
-        candidates += [_Brief(t.surfaced, t.display, t.description, t.category, _upstream_text(t))
-                       for t in self.upstream if self.visibility(t.surfaced, "upstream").enabled]
-        if category:
-            candidates = [b for b in candidates if b.category == category]
+        listing = self._listings.get(f"tools:{category}")
+        if listing is None:
+            candidates = [briefs.tool_brief(e) for e in self.register.tools
+                          if self.visibility(e.id, "local").enabled]
+            candidates += [briefs.upstream_brief(t) for t in self.upstream
+                           if self.visibility(t.surfaced, "upstream").enabled]
+            listing = self._listings[f"tools:{category}"] = Listing(
+                b for b in candidates if not category or b.category == category)
         return [{"id": b.id, "name": b.name, "summary": b.summary, "category": b.category}
-                for b in _narrow(candidates, filter, query, limit)]
+                for b in listing.narrow(filter, query, limit)]
 
     def prompt_briefs(self, *, filter: str = "", query: str = "", limit: int | None = None
                       ) -> list[dict[str, Any]]:
         """Enabled prompts as `{name, title, summary, upstream, arguments: [names]}` (config
         order), narrowed like `briefs`."""
-        candidates = [_Brief(p.surfaced, p.title, p.description, p.upstream, _prompt_text(p), p)
-                      for p in self.prompts()]
-        return [_prompt_brief(b.item) for b in _narrow(candidates, filter, query, limit)
+        listing = self._listings.get("prompts")
+        if listing is None:
+            listing = self._listings["prompts"] = Listing(briefs.of_prompt(p) for p in self.prompts())
+        return [prompt_brief(b.item) for b in listing.narrow(filter, query, limit)
                 if isinstance(b.item, UpstreamPrompt)]
 
     def resource_briefs(self, *, filter: str = "", query: str = "", limit: int | None = None
@@ -303,12 +306,14 @@ class Catalog:
         """Enabled resources as `{uri, name, summary, mimeType?, upstream}` and templates as
         `{uriTemplate, name, summary, mimeType?, upstream}`, narrowed like `briefs` as one list
         (resources first; `limit` counts both)."""
-        candidates = [_Brief(r.surfaced, r.name, r.description, r.upstream, _resource_text(r), r)
-                      for r in (*self.resources(), *self.templates())]
-        chosen = [b.item for b in _narrow(candidates, filter, query, limit)
+        listing = self._listings.get("resources")
+        if listing is None:
+            listing = self._listings["resources"] = Listing(
+                briefs.of_resource(r) for r in (*self.resources(), *self.templates()))
+        chosen = [b.item for b in listing.narrow(filter, query, limit)
                   if isinstance(b.item, UpstreamResource)]
-        return ([_resource_brief(r) for r in chosen if r.key == "uri"],
-                [_resource_brief(r) for r in chosen if r.key != "uri"])
+        return ([resource_brief(r) for r in chosen if r.key == "uri"],
+                [resource_brief(r) for r in chosen if r.key != "uri"])
 
     # --- prompts and resources: visible unless their gate name is disabled in the state file ---
 
@@ -357,129 +362,3 @@ class Catalog:
         rows += [CatalogRow(t.surfaced, "upstream", t.display, t.category, "upstream",
                             self.visibility(t.surfaced, "upstream")) for t in self.upstream]
         return rows
-
-
-@dataclass(frozen=True)
-class _Brief:
-    """One listed item as `_narrow` sees it; `category` is a prompt's or resource's upstream."""
-
-    id: str
-    name: str
-    summary: str
-    category: str
-    text: search.Fields
-    item: UpstreamPrompt | UpstreamResource | None = None
-
-
-def _narrow(candidates: list[_Brief], filter: str, query: str, limit: int | None) -> list[_Brief]:
-    """`filter` (a substring of id, name or summary), then `query` (`search.Index`, best first,
-    at most `limit` or `DEFAULT_LIST_LIMIT`) or, without one, the first `limit`."""
-    if filter:
-        needle = filter.lower()
-        candidates = [b for b in candidates if needle in f"{b.id} {b.name} {b.summary}".lower()]
-    if query:
-        # By position: a resource and a template may share a surfaced string. The index of the
-        # same documents is built once (`search.index` keeps it) and serves every later query.
-        index = search.index(tuple(b.text for b in candidates))
-        return [candidates[position] for position in index.rank(query, limit or DEFAULT_LIST_LIMIT)]
-    return candidates[:limit] if limit is not None else candidates
-
-
-def _prompt_brief(prompt: UpstreamPrompt) -> dict[str, Any]:
-    return {"name": prompt.surfaced, "title": prompt.title, "summary": prompt.description,
-            "upstream": prompt.upstream, "arguments": _argument_names(prompt.definition)}
-
-
-def _resource_brief(resource: UpstreamResource) -> dict[str, Any]:
-    brief: dict[str, Any] = {resource.key: resource.surfaced, "name": resource.name,
-                             "summary": resource.description}
-    mime = resource.definition.get("mimeType")
-    if isinstance(mime, str) and mime:
-        brief["mimeType"] = mime
-    brief["upstream"] = resource.upstream
-    return brief
-
-
-def _argument_names(definition: Mapping[str, Any]) -> list[str]:
-    arguments = definition.get("arguments")
-    if not isinstance(arguments, list):
-        return []
-    return [str(a["name"]) for a in arguments if isinstance(a, Mapping) and "name" in a]
-
-
-def _prompt_text(prompt: UpstreamPrompt) -> search.Fields:
-    return _kept(prompt, _prompt_text_fields)
-
-
-def _prompt_text_fields(prompt: UpstreamPrompt) -> search.Fields:
-    arguments = prompt.definition.get("arguments")
-    params = [f"{a.get('name', '')} {a.get('description', '')}" for a in arguments
-              if isinstance(a, Mapping)] if isinstance(arguments, list) else []
-    return search.Fields(name=f"{prompt.surfaced} {prompt.title}", text=prompt.description,
-                         params=" ".join(params), upstream=prompt.upstream)
-
-
-def _resource_text(resource: UpstreamResource) -> search.Fields:
-    return _kept(resource, _resource_text_fields)
-
-
-def _resource_text_fields(resource: UpstreamResource) -> search.Fields:
-    return search.Fields(name=f"{resource.surfaced} {resource.name}", text=resource.description,
-                         upstream=resource.upstream)
-
-
-def _search_text(entry: ToolEntry) -> search.Fields:
-    return _kept(entry, _search_text_fields)
-
-
-def _search_text_fields(entry: ToolEntry) -> search.Fields:
-    # A reference tool's instructions are its action, handed over only through the gate: a
-    # search must not let anyone probe their words.
-    instructions = entry.instructions if entry.mode != "reference" else ""
-    return search.Fields(name=f"{entry.id} {entry.name}", text=f"{entry.summary} {instructions}",
-                         params=_parameter_text(entry.input_schema), upstream=entry.category)
-
-
-def _upstream_text(tool: UpstreamTool) -> search.Fields:
-    return _kept(tool, _upstream_text_fields)
-
-
-def _upstream_text_fields(tool: UpstreamTool) -> search.Fields:
-    # The surfaced name is `<upstream>_<tool>` unless an expose entry chose one: only a chosen
-    # one adds words; the upstream's id is its own field, with the category.
-    chosen = tool.surfaced if tool.curated is not None else ""
-    names = " ".join(dict.fromkeys([tool.tool, tool.display, chosen]))
-    return search.Fields(name=names, text=tool.description, params=_parameter_text(tool.input_schema),
-                         upstream=f"{tool.upstream} {tool.category}")
-
-
-def _parameter_text(schema: Mapping[str, Any] | None) -> str:
-    """Each parameter's name and description (the top level of the schema)."""
-    props = schema.get("properties") if schema else None
-    if not isinstance(props, Mapping):
-        return ""
-    words = []
-    for name, spec in props.items():
-        described = spec.get("description") if isinstance(spec, Mapping) else None
-        words.append(f"{name} {described}" if isinstance(described, str) else str(name))
-    return " ".join(words)
-
-
-# id(item) -> (a weak reference to the item, its search document), while the item lives.
-_DOCUMENTS: dict[int, tuple[weakref.ref[Any], search.Fields]] = {}
-
-
-def _kept(item: Any, build: Callable[[Any], search.Fields]) -> search.Fields:
-    """`build(item)`, made once per item while it lives (catalog items are immutable): every
-    query of a catalog hands the same documents over, and `search.index` finds their index."""
-    key = id(item)
-    held = _DOCUMENTS.get(key)
-    if held is not None and held[0]() is item:
-        return held[1]
-
-    def forget(ref: weakref.ref[Any]) -> None:
-        if _DOCUMENTS.get(key, (None,))[0] is ref:
-            del _DOCUMENTS[key]
-    document = build(item)
-    _DOCUMENTS[key] = (weakref.ref(item, forget), document)
-    return document

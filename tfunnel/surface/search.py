@@ -198,6 +198,11 @@ class Index:
         """Positions of the documents matching `query`, best first (ties keep input order)."""
         scores: dict[int, float] = defaultdict(float)
         for concept in query_concepts(query):
+            if len(concept) == 1:  # one term (most concepts): its postings add up directly
+                [(term, weight)] = concept.items()
+                for position, value in self._postings.get(term, ()):
+                    scores[position] += weight * value
+                continue
             best: dict[int, float] = {}
             for term, weight in concept.items():
                 for position, value in self._postings.get(term, ()):
@@ -205,8 +210,9 @@ class Index:
                         best[position] = weight * value
             for position, value in best.items():
                 scores[position] += value
-        ranked = heapq.nsmallest(limit, scores.items(), key=lambda item: (-item[1], item[0]))
-        return [position for position, score in ranked if score > 0]
+        # (-score, position) pairs compare in C: best first, ties in input order.
+        ranked = heapq.nsmallest(limit, [(-score, position) for position, score in scores.items()])
+        return [position for negated, position in ranked if negated < 0]
 
 
 @lru_cache(maxsize=INDEX_CACHE)
