@@ -89,6 +89,7 @@ def test_encoding_carries_the_same_value(label: str, value: dict[str, Any]) -> N
     standard = json.dumps(value, ensure_ascii=True, separators=(",", ":"))
     assert json.loads(line) == json.loads(standard)
     assert json.loads(jsonrpc.to_json(value)) == json.loads(standard)
+    assert json.loads(jsonrpc.to_bytes(value)) == json.loads(standard)
     line.decode("utf-8")  # always UTF-8, whatever the value held
 
 

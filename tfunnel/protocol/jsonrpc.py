@@ -220,6 +220,14 @@ def to_json(value: Any) -> str:
     return text
 
 
+def to_bytes(value: Any) -> bytes:
+    """`to_json`, as UTF-8 bytes (an HTTP body, an SSE event's data)."""
+    try:
+        return orjson.dumps(value)
+    except (TypeError, orjson.JSONEncodeError):
+        return to_json(value).encode()
+
+
 def encode(message: dict[str, Any]) -> bytes:
     """One line of UTF-8 JSON; both codecs escape newlines inside strings, so none is embedded."""
     try:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -213,7 +212,7 @@ class EventStream:
 
 
 def sse(message: dict[str, Any]) -> bytes:
-    return b"event: message\ndata: " + jsonrpc.to_json(message).encode() + b"\n\n"
+    return b"event: message\ndata: " + jsonrpc.to_bytes(message) + b"\n\n"
 
 
 async def plain(send: Send, status: int, body: bytes) -> None:
@@ -228,11 +227,7 @@ async def json_response(send: Send, status: int, value: Any,
                         extra: list[tuple[bytes, bytes]] | None = None) -> None:
     # Encoded before the response starts, and always encodable: a lone surrogate (say, in an
     # upstream's result) is escaped rather than failing after a 200 went out with no body.
-    text = json.dumps(value, ensure_ascii=False)
-    try:
-        body = text.encode()
-    except UnicodeEncodeError:
-        body = json.dumps(value).encode()
+    body = jsonrpc.to_bytes(value)
     await send({"type": "http.response.start", "status": status, "headers": _JSON + (extra or [])})
     await send({"type": "http.response.body", "body": body})
 
