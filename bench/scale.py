@@ -48,6 +48,7 @@ LIST_TOOLS = "toolfunnel_list_tools"
 FULL_CONFIGS = ((1, 10), (10, 100), (50, 100))
 QUICK_CONFIGS = ((1, 10), (3, 20))
 POLL_S = 0.02  # between readiness polls: short next to the times measured
+POLL_BACKOFF = 3.0  # at least this many times the last poll's duration between polls
 SPAWN_TIMEOUT_S = 180.0  # one spawn to ready (50 upstreams on a busy 2-core machine)
 QUERY_TIMEOUT_S = 300.0
 # Different requests as a model would type them: words in every description, words in a few
@@ -116,11 +117,14 @@ async def wait_complete(peer: Peer, upstreams: int, tools: int) -> int:
     """Poll until `toolfunnel_list_tools` lists every upstream's tools; the count listed."""
     last = f"_tool_{tools}"  # the highest-numbered tool: its id is "<upstream>_tool_<N>", once each
     while True:
+        started = time.perf_counter()
         if upstream_count(await list_tools(peer, {"filter": last})) >= upstreams:
             listed = upstream_count(await list_tools(peer, {}))
             if listed >= upstreams * tools:
                 return listed
-        await trio.sleep(POLL_S)
+        # A listing over thousands of tools costs the gateway tens of milliseconds: back off so
+        # that polling takes at most 1 / (1 + POLL_BACKOFF) of its time while it starts upstreams.
+        await trio.sleep(max(POLL_S, POLL_BACKOFF * (time.perf_counter() - started)))
 
 
 async def gateway_spawn(home: Path, upstreams: int, tools: int,
