@@ -24,6 +24,7 @@ import argparse
 import json
 import os
 import platform
+import subprocess
 import sys
 import tempfile
 import time
@@ -339,14 +340,19 @@ def machine() -> dict[str, Any]:
             if line.startswith("model name"):
                 model = line.split(":", 1)[1].strip()
                 break
+    try:
+        done = subprocess.run(["node", "--version"], capture_output=True, text=True, timeout=10)
+        node = done.stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        node = "not found"
     return {"nproc": os.cpu_count(), "cpu": model, "python": platform.python_version(),
-            "trio": trio.__version__, "kernel": platform.release()}
+            "trio": trio.__version__, "kernel": platform.release(), "node": node}
 
 
 def machine_line() -> str:
     m = machine()
     return (f"machine: {m['nproc']} CPUs ({m['cpu'] or 'unknown model'}), Linux {m['kernel']}, "
-            f"Python {m['python']}, trio {m['trio']}")
+            f"Python {m['python']}, trio {m['trio']}, node {m['node']}")
 
 
 def progress(message: str) -> None:
