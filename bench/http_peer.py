@@ -2,8 +2,17 @@
 
 The client is `httpx2.AsyncClient` with a keep-alive pool as deep as the highest concurrency the
 harness uses, so every call after the first few reuses an open connection. One call is one
-`json.dumps`, one `POST /mcp` (legacy session: `mcp-session-id` on every request after
-`initialize`) and one `json.loads` of the plain JSON answer (no `progressToken`, so no SSE).
+`json.dumps`, one `POST /mcp` and one `json.loads` of the plain JSON answer (no `progressToken`,
+so no SSE). The client speaks one of three eras:
+
+- `legacy`: `initialize`, then the `mcp-session-id` it answered and `mcp-protocol-version:
+  2025-11-25` on every request, and `notifications/initialized` (202);
+- `modern` (2026-07-28, stateless): no `initialize` and no session; every request carries the
+  per-request `_meta` (`io.modelcontextprotocol/protocolVersion`, `clientCapabilities`,
+  `clientInfo`) and the headers `mcp-protocol-version: 2026-07-28`, `mcp-method` and, for
+  `tools/call`, `mcp-name`; it opens with `server/discover`;
+- `plain`: for `bench/http_relay.py`, which keeps no sessions: `initialize` is forwarded to the
+  upstream, and no session id is expected.
 
 Unlike the stdio peers, a call that fails does not raise: the harness counts it (HTTP status other
 than 200, JSON-RPC error, `isError` result, transport error or timeout) and keeps going, so one bad
@@ -39,6 +48,13 @@ STOP_GRACE_S = 2.0  # SIGTERM to SIGKILL
 STALL_S = 1.0
 CALL_TIMEOUT_S = 30.0  # a call that takes longer fails with a timeout (and is counted)
 SESSION_PROTOCOL = "2025-11-25"  # the mcp-protocol-version header sent after initialize
+MODERN_PROTOCOL = "2026-07-28"
+MODERN_META = {
+    "io.modelcontextprotocol/protocolVersion": MODERN_PROTOCOL,
+    "io.modelcontextprotocol/clientCapabilities": {},
+    "io.modelcontextprotocol/clientInfo": {"name": "tfunnel-bench", "version": "1"},
+}
+ERAS = ("legacy", "modern", "plain")
 BASE_HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
 PROBLEM_LEVELS = frozenset({"warning", "error", "critical", "exception"})
 PROBLEMS_KEPT = 20  # gateway log lines of a problem level kept verbatim
@@ -47,9 +63,12 @@ PROBLEMS_KEPT = 20  # gateway log lines of a problem level kept verbatim
 class HttpPeer:
     """One HTTP gateway: `call_tool` from any number of tasks, over a shared keep-alive pool."""
 
-    def __init__(self, proc: trio.Process, pool_size: int) -> None:
+    def __init__(self, proc: trio.Process, pool_size: int, era: str = "legacy") -> None:
+        if era not in ERAS:
+            raise ValueError(f"era must be one of {ERAS}, not {era!r}")
         self.proc = proc
         self.pool_size = pool_size
+        self.era = era
         self.url = ""
         self.stderr_tail = bytearray()
         self.log_levels: Counter[str] = Counter()  # gateway log lines by level
@@ -87,11 +106,18 @@ class HttpPeer:
     # --- set-up calls: these raise -----------------------------------------------------------
 
     async def initialize(self) -> JSON:
+        """Open the way the era does: `initialize` (legacy, plain) or `server/discover` (modern)."""
+        if self.era == "modern":
+            self._headers["mcp-protocol-version"] = MODERN_PROTOCOL
+            return await self.request("server/discover")
         response = await self._post({"jsonrpc": "2.0", "id": self._new_id(), "method": "initialize",
                                      "params": {"protocolVersion": PROTOCOL_VERSION, "capabilities": {},
                                                 "clientInfo": {"name": "tfunnel-bench", "version": "1"}}})
         result = self._result("initialize", response)
         session_id = response.headers.get("mcp-session-id")
+        if self.era == "plain":
+            await self._post({"jsonrpc": "2.0", "method": "notifications/initialized"})
+            return result
         if not session_id:
             raise PeerError(f"initialize answered without an mcp-session-id header{self._stderr_note()}")
         self._headers["mcp-session-id"] = session_id
@@ -161,8 +187,15 @@ class HttpPeer:
         return self._next_id
 
     async def _post(self, message: JSON) -> httpx2.Response:
+        headers = self._headers
+        if self.era == "modern" and "id" in message:
+            params = message["params"] = dict(message.get("params") or {})
+            params["_meta"] = {**params.get("_meta", {}), **MODERN_META}
+            headers = {**headers, "mcp-method": message["method"]}
+            if message["method"] == "tools/call":
+                headers["mcp-name"] = params["name"]
         data = json.dumps(message, separators=(",", ":")).encode()
-        return await self.client.post("/mcp", content=data, headers=self._headers)
+        return await self.client.post("/mcp", content=data, headers=headers)
 
     def _result(self, method: str, response: httpx2.Response) -> JSON:
         if response.status_code != 200:
@@ -216,14 +249,14 @@ class HttpPeer:
 
 
 @contextlib.asynccontextmanager
-async def running_http(argv: Sequence[str], pool_size: int,
-                       grace_s: float = STOP_GRACE_S) -> AsyncIterator[HttpPeer]:
+async def running_http(argv: Sequence[str], pool_size: int, grace_s: float = STOP_GRACE_S,
+                       era: str = "legacy") -> AsyncIterator[HttpPeer]:
     """A listening HTTP gateway with an open client; on exit it is stopped (SIGTERM, `grace_s`,
     SIGKILL of its group and its descendants' groups) and reaped."""
     proc = await trio.lowlevel.open_process(
         list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
         start_new_session=True)
-    peer = HttpPeer(proc, pool_size)
+    peer = HttpPeer(proc, pool_size, era)
     try:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(peer._read_stderr)
@@ -240,7 +273,9 @@ async def running_http(argv: Sequence[str], pool_size: int,
                     yield peer
             finally:
                 with trio.CancelScope(shield=True):
-                    await stop_http(proc, grace_s)
+                    # The stderr reader may still be reading (a child of the server can hold the
+                    # pipe until the SIGKILL): stop it before the pipe is closed, below.
+                    await stop_http(proc, grace_s, close_stderr=False)
                 nursery.cancel_scope.cancel()
     finally:
         with trio.CancelScope(shield=True):
@@ -252,7 +287,7 @@ async def _cancel_when_exited(proc: trio.Process, scope: trio.CancelScope) -> No
     scope.cancel()
 
 
-async def stop_http(proc: trio.Process, grace_s: float = STOP_GRACE_S) -> None:
+async def stop_http(proc: trio.Process, grace_s: float = STOP_GRACE_S, close_stderr: bool = True) -> None:
     """SIGTERM the gateway, give it `grace_s` to drain and exit, SIGKILL what is left; reap it."""
     family = descendants(proc.pid)  # now: once the gateway exits, its children are reparented
     if proc.returncode is None:
@@ -262,5 +297,5 @@ async def stop_http(proc: trio.Process, grace_s: float = STOP_GRACE_S) -> None:
             await proc.wait()
     kill_tree(proc.pid, family)
     await proc.wait()
-    if proc.stderr is not None:
+    if close_stderr and proc.stderr is not None:
         await proc.stderr.aclose()

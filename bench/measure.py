@@ -9,12 +9,12 @@ A round, with each step taken target after target (direct, relay, tfunnel/curate
 4. throughput at concurrency N, in blocks of `THROUGHPUT_BLOCK` calls, alternating the same way;
 5. one slow call, then K concurrent slow calls; then each process's RSS.
 
-With an HTTP target (`tfunnel serve --http`), the round also measures the HTTP face against the
-direct stdio upstream: the HTTP gateway takes a turn after the stdio targets in every latency
-block of step 3 (so the direct column at concurrency 1 is the same data as the direct latency of
-the main table), and a step between 4 and 5 (after 2 x `http_concurrency` warm-up calls that open
-the whole connection pool) runs blocks of `HTTP_BLOCK` calls at concurrency `http_concurrency`,
-direct and HTTP taking turns, timing every call.
+The HTTP face (`measure_http_round`) is a round of its own: one long-lived process per HTTP
+target (the bare hypercorn relay, the gateway with a legacy client, the gateway with a modern
+client), each checked and warmed up, then latency at concurrency 1 in blocks of `LATENCY_BLOCK`
+and latency at `http_concurrency` in blocks of `HTTP_BLOCK` (after 2 x `http_concurrency` warm-up
+calls that open the whole connection pool), the targets taking turns block by block, every call
+timed; then each server's RSS (alone, and with its children).
 
 The machine this runs on is shared and small, so a noisy second hurts one block of every
 target rather than the whole latency run of one of them.
@@ -32,8 +32,8 @@ from typing import Any, Protocol
 
 import trio
 from http_peer import HttpPeer, running_http
-from peer import Peer, PeerError, cpu_seconds, io_counters, rss_kib, running
-from targets import DIRECT, Target
+from peer import Peer, PeerError, cpu_seconds, descendants, io_counters, rss_kib, running
+from targets import Target
 
 ECHO_TEXT = "hello from tfunnel-bench"
 COLD_START_TIMEOUT_S = 30.0
@@ -89,12 +89,9 @@ class Leg:
 
 
 @dataclass(frozen=True)
-class HttpFace:
-    """The HTTP-face comparison of one round: `direct` (stdio) and the HTTP gateway."""
+class HttpHealth:
+    """What went wrong, if anything, on one HTTP target over one round."""
 
-    concurrency: int
-    legs: dict[str, dict[str, Leg]]  # target name -> "1" / str(concurrency) -> Leg
-    rss_kib: dict[str, int]  # after the round: the HTTP gateway, and for direct the mock
     failed_calls: int  # tools/call over HTTP that did not answer 200 with a result
     failures: dict[str, int]  # by kind ("status 503", "timeout", "JSON-RPC error", ...)
     failure_examples: list[str]
@@ -102,8 +99,19 @@ class HttpFace:
     connections: int  # TCP connections those calls went over (keep-alive: the pool size)
     stalls: int  # calls slower than http_peer.STALL_S
     slowest_ms: float
-    log_levels: dict[str, int]  # the gateway's stderr log lines by level
+    log_levels: dict[str, int]  # the server's stderr JSON log lines by level
     log_problems: list[str]  # its first warning/error lines
+
+
+@dataclass(frozen=True)
+class HttpFace:
+    """The HTTP face over one round: the relay and the gateway's two eras."""
+
+    concurrency: int
+    legs: dict[str, dict[str, Leg]]  # target name -> "1" / str(concurrency) -> Leg
+    rss_kib: dict[str, int]  # after the round, the server process alone
+    rss_total_kib: dict[str, int]  # the server with its children (the upstream)
+    health: dict[str, HttpHealth]
 
 
 @dataclass
@@ -143,96 +151,89 @@ class _Tally:
     throughput_s: float = 0.0
 
 
-async def measure_round(targets: Sequence[Target], settings: Settings,
-                        http: Target | None = None) -> tuple[dict[str, Sample], HttpFace | None]:
-    """One round over the stdio `targets`; with `http`, also the HTTP face against `direct`."""
+async def measure_round(targets: Sequence[Target], settings: Settings) -> dict[str, Sample]:
+    """One round over the stdio `targets` (one upstream's set)."""
     tallies = {t.name: _Tally() for t in targets}
     for _ in range(settings.spawns):
         for t in targets:
             tallies[t.name].cold.append(await cold_start(t))
-    n = settings.http_concurrency
-    face: dict[str, dict[int, _LegTally]] = {}
     async with contextlib.AsyncExitStack() as stack:
         peers = [await stack.enter_async_context(running(t.argv)) for t in targets]
         pairs = list(zip(targets, peers, strict=True))
-        lane: tuple[Target, HttpPeer] | None = None  # the HTTP target and its client
-        if http is not None:
-            lane = http, await stack.enter_async_context(running_http(http.argv, pool_size=n))
-            face = {DIRECT: {1: _LegTally(), n: _LegTally()}, http.name: {1: _LegTally(), n: _LegTally()}}
         with trio.fail_after(PHASE_TIMEOUT_S):
             for t, peer in pairs:
                 await peer.initialize()
                 await peer.wait_for_tool(t.ready_tool)
                 await check_echo(peer, t)
                 await latencies(peer, t, settings.warmup)
-            if lane is not None:
-                http, http_peer = lane
-                await http_peer.initialize()
-                await http_peer.wait_for_tool(http.ready_tool)
-                await check_echo_http(http_peer, http)
-                await latencies(http_peer, http, settings.warmup)
             for size in blocks(settings.calls, LATENCY_BLOCK):
                 for t, peer in pairs:
                     tally = tallies[t.name]
                     io_before, cpu_before = io_counters(peer.pid), cpu_seconds(peer.pid)
-                    with _leg(face, t.name, 1, peer.pid) as leg:
-                        samples = await latencies(peer, t, size)
-                    tally.latencies_ns += samples
-                    leg.latencies_ns += samples
+                    tally.latencies_ns += await latencies(peer, t, size)
                     tally.cpu_s += cpu_seconds(peer.pid) - cpu_before
                     tally.io.update(Counter(io_counters(peer.pid)) - Counter(io_before))
-                if lane is not None:
-                    http, http_peer = lane
-                    with _leg(face, http.name, 1, http_peer.pid) as leg:
-                        leg.latencies_ns += await latencies(http_peer, http, size)
             for size in blocks(settings.calls, THROUGHPUT_BLOCK):
                 for t, peer in pairs:
                     tally = tallies[t.name]
                     tally.throughput_s += await concurrent_echo(peer, t, size, settings.concurrency)
                     tally.throughput_calls += size
-            if lane is not None:
-                http, http_peer = lane
-                direct_target, direct_peer = next((t, p) for t, p in pairs if t.name == DIRECT)
-                await concurrent_latencies(http_peer, http, 2 * n, n)  # (re)opens the whole pool
-                for size in blocks(settings.calls, HTTP_BLOCK):
-                    for target, caller, pid in ((direct_target, direct_peer, direct_peer.pid),
-                                                (http, http_peer, http_peer.pid)):
-                        with _leg(face, target.name, n, pid) as leg:
-                            leg.latencies_ns += await concurrent_latencies(caller, target, size, n)
             slow_one = {t.name: await concurrent_slow(peer, t, settings.slow_seconds, 1)
                         for t, peer in pairs}
             slow_many = {t.name: await concurrent_slow(peer, t, settings.slow_seconds,
                                                        settings.slow_parallel)
                          for t, peer in pairs}
             rss = {t.name: rss_kib(peer.pid) for t, peer in pairs}
-            http_face = None
-            if lane is not None:
-                http, http_peer = lane
-                http_face = _http_face(http_peer, face, n, {DIRECT: rss[DIRECT],
-                                                            http.name: rss_kib(http_peer.pid)})
-    return ({name: _sample(tally, slow_one[name], slow_many[name], rss[name])
-             for name, tally in tallies.items()}, http_face)
+    return {name: _sample(tally, slow_one[name], slow_many[name], rss[name])
+            for name, tally in tallies.items()}
 
 
-@contextlib.contextmanager
-def _leg(face: dict[str, dict[int, _LegTally]], name: str, concurrency: int,
-         pid: int) -> Iterator[_LegTally]:
-    """The HTTP-face tally timing one block of `name` at `concurrency` (a throwaway if none)."""
-    tally = face.get(name, {}).get(concurrency)
-    if tally is None:
-        yield _LegTally()  # a target outside the HTTP face
-        return
-    with tally.block(pid):
-        yield tally
+async def measure_http_round(targets: Sequence[Target], settings: Settings) -> HttpFace:
+    """One round of the HTTP face over `targets` (each with its `era`), interleaved block by block."""
+    n = settings.http_concurrency
+    face = {t.name: {1: _LegTally(), n: _LegTally()} for t in targets}
+    async with contextlib.AsyncExitStack() as stack:
+        peers = [await stack.enter_async_context(running_http(t.argv, pool_size=n, era=t.era))
+                 for t in targets]
+        pairs = list(zip(targets, peers, strict=True))
+        with trio.fail_after(PHASE_TIMEOUT_S):
+            for t, peer in pairs:
+                await peer.initialize()
+                await peer.wait_for_tool(t.ready_tool)
+                await check_echo_http(peer, t)
+                await latencies(peer, t, settings.warmup)
+            for size in blocks(settings.calls, LATENCY_BLOCK):
+                for t, peer in pairs:
+                    leg = face[t.name][1]
+                    with leg.block(peer.pid):
+                        leg.latencies_ns += await latencies(peer, t, size)
+            for t, peer in pairs:
+                await concurrent_latencies(peer, t, 2 * n, n)  # (re)opens the whole pool
+            for size in blocks(settings.calls, HTTP_BLOCK):
+                for t, peer in pairs:
+                    leg = face[t.name][n]
+                    with leg.block(peer.pid):
+                        leg.latencies_ns += await concurrent_latencies(peer, t, size, n)
+            rss = {t.name: rss_kib(peer.pid) for t, peer in pairs}
+            total = {t.name: tree_rss_kib(peer.pid) for t, peer in pairs}
+            health = {t.name: _health(peer) for t, peer in pairs}
+    return HttpFace(concurrency=n,
+                    legs={name: {str(level): tally.leg() for level, tally in levels.items()}
+                          for name, levels in face.items()},
+                    rss_kib=rss, rss_total_kib=total, health=health)
 
 
-def _http_face(peer: HttpPeer, face: dict[str, dict[int, _LegTally]], concurrency: int,
-               rss: dict[str, int]) -> HttpFace:
-    return HttpFace(
-        concurrency=concurrency,
-        legs={name: {str(level): tally.leg() for level, tally in levels.items()}
-              for name, levels in face.items()},
-        rss_kib=rss,
+def tree_rss_kib(pid: int) -> int:
+    """VmRSS of `pid` and of every process below it, in KiB (a process that exits meanwhile: 0)."""
+    total = 0
+    for member in (pid, *descendants(pid)):
+        with contextlib.suppress(OSError, PeerError):
+            total += rss_kib(member)
+    return total
+
+
+def _health(peer: HttpPeer) -> HttpHealth:
+    return HttpHealth(
         failed_calls=peer.failed_calls(),
         failures=dict(peer.failures),
         failure_examples=list(peer.failure_examples),

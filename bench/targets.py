@@ -1,18 +1,22 @@
-"""The peers the benchmark drives, and the throwaway tfunnel home they use.
+"""The peers the benchmark drives, and the throwaway tfunnel homes they use.
 
-Every target puts the same mock upstream (`python -m tfunnel.testing.mock_upstream`) at the end
-of the line; they differ in what sits in front of it:
+Two upstreams sit at the end of the line, each measured in a set of its own: `fast` (the Node.js
+NDJSON echo server `bench/fast_upstream.mjs`, tens of microseconds per answer, so the gateway is
+the bottleneck) and `python` (`python -m tfunnel.testing.mock_upstream`, which saturates first).
+Within a set the targets differ only in what sits in front of the upstream U (id `fast` or `mock`):
 
-    direct            client -> mock
-    relay             client -> bench/relay.py -> mock
-    tfunnel/curated   client -> tfunnel serve -> mock; tools/call "mock_echo" (an expose entry)
-    tfunnel/run_tool  client -> tfunnel serve -> mock; tools/call "toolfunnel_run_tool"
-                      {"name": "mock_echo", "args": {...}}
+    direct            client -> U
+    relay             client -> bench/relay.py -> U
+    tfunnel/curated   client -> tfunnel serve -> U; tools/call "<id>_echo" (an expose entry)
+    tfunnel/run_tool  client -> tfunnel serve -> U; tools/call "toolfunnel_run_tool"
+                      {"name": "<id>_echo", "args": {...}}
 
-and, measured apart from those four in the HTTP-face comparison against `direct`:
+and the HTTP face, fast upstream only, in a comparison of its own:
 
-    tfunnel/http      HTTP client -> POST /mcp -> tfunnel serve --http --port 0 -> mock;
-                      tools/call "mock_echo" (the same expose entry, the same home)
+    http/relay        HTTP client -> POST /mcp -> bench/http_relay.py (bare hypercorn) -> U
+    http/legacy       HTTP client (initialize, Mcp-Session-Id) -> tfunnel serve --http -> U
+    http/modern       HTTP client (2026-07-28: stateless POSTs, `_meta`, Mcp-* headers)
+                      -> tfunnel serve --http -> U
 """
 
 from __future__ import annotations
@@ -29,12 +33,33 @@ from typing import Any
 JSON = dict[str, Any]
 
 PYTHON = sys.executable
+BENCH = Path(__file__).resolve().parent
 MOCK_ARGV = (PYTHON, "-m", "tfunnel.testing.mock_upstream")
-RELAY = Path(__file__).resolve().parent / "relay.py"
-UPSTREAM_ID = "mock"
+FAST_UPSTREAM = BENCH / "fast_upstream.mjs"
+FAST_ARGV = ("node", str(FAST_UPSTREAM))
+RELAY = BENCH / "relay.py"
+HTTP_RELAY = BENCH / "http_relay.py"
 RUN_TOOL = "toolfunnel_run_tool"
 DIRECT = "direct"
-HTTP = "tfunnel/http"
+RELAY_NAME = "relay"
+HTTP_RELAY_NAME = "http/relay"
+HTTP_LEGACY = "http/legacy"
+HTTP_MODERN = "http/modern"
+
+
+@dataclass(frozen=True)
+class Upstream:
+    """An upstream the targets of one set put at the end of the line."""
+
+    name: str  # "fast" or "python": the set's name in tables and JSON
+    id: str  # its id in the gateway home's expose.json; curated tools are "<id>_<tool>"
+    argv: tuple[str, ...]
+    outside_home: bool = False  # its program lies outside the home (the isolation guard must allow it)
+
+
+FAST = Upstream("fast", "fast", FAST_ARGV, outside_home=True)
+PYTHON_MOCK = Upstream("python", "mock", MOCK_ARGV)
+UPSTREAMS = {u.name: u for u in (FAST, PYTHON_MOCK)}
 
 
 @dataclass(frozen=True)
@@ -43,6 +68,7 @@ class Target:
     argv: tuple[str, ...]
     tool_prefix: str = ""  # the gateway surfaces upstream tool `echo` as f"{tool_prefix}echo"
     via_run_tool: bool = False  # call through the meta-tool instead of the top-level tool
+    era: str = "legacy"  # HTTP targets: "legacy" (session), "modern" (stateless), "plain" (the relay)
 
     @property
     def ready_tool(self) -> str:
@@ -57,18 +83,36 @@ class Target:
         return {"name": name, "arguments": dict(args)}
 
 
-def prepare_home(home: Path) -> None:
-    """Seed `home` with `tfunnel check`, attach the mock, turn every hook and the audit log off."""
+def upstream_entry(upstream_id: str, argv: tuple[str, ...], outside_home: bool) -> JSON:
+    """An expose.json upstream entry that starts `argv`."""
+    entry: JSON = {"id": upstream_id, "command": argv[0], "args": list(argv[1:])}
+    if outside_home:
+        entry["allowOutsidePaths"] = True  # bench/fast_upstream.mjs is not under the home
+    return entry
+
+
+def seed_home(home: Path) -> None:
+    """Seed `home` with `tfunnel check`."""
     subprocess.run([PYTHON, "-m", "tfunnel", "--home", str(home), "check"], check=True,
                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    # Curate echo and slow under their default names, so "mock_echo" is both a top-level tool and
+
+
+def prepare_home(home: Path, upstream: Upstream = PYTHON_MOCK) -> None:
+    """Seed `home` with `tfunnel check`, attach `upstream`, turn every hook and the audit log off."""
+    seed_home(home)
+    # Curate echo and slow under their default names, so "<id>_echo" is both a top-level tool and
     # the name toolfunnel_run_tool resolves (an "as" rename would hide the default name).
     expose = {
         "version": 1,
-        "upstreams": [{"id": UPSTREAM_ID, "command": MOCK_ARGV[0], "args": list(MOCK_ARGV[1:])}],
-        "expose": [{"upstream": UPSTREAM_ID, "tool": tool, "as": f"{UPSTREAM_ID}_{tool}"}
+        "upstreams": [upstream_entry(upstream.id, upstream.argv, upstream.outside_home)],
+        "expose": [{"upstream": upstream.id, "tool": tool, "as": f"{upstream.id}_{tool}"}
                    for tool in ("echo", "slow")],
     }
+    write_expose(home, expose)
+
+
+def write_expose(home: Path, expose: JSON) -> None:
+    """Write `mcp/expose.json`; turn every hook and the audit log off."""
     _write_json(home / "mcp" / "expose.json", expose)
     _write_json(home / "logs" / "log.config.json", {"enabled": False})
     manifest_path = home / "hooks" / "hooks.manifest.json"
@@ -88,31 +132,43 @@ def compile_bytecode(package: Path | None = None) -> None:
     compileall.compile_dir(str(package), quiet=1)
 
 
-def make_targets(home: Path) -> list[Target]:
-    """The targets in the order each round runs them."""
+def make_targets(home: Path, upstream: Upstream = PYTHON_MOCK) -> list[Target]:
+    """The stdio targets of one upstream's set, in the order each round runs them (`home` is
+    prepared for `upstream`)."""
     gateway = (PYTHON, "-m", "tfunnel", "--home", str(home), "serve")
-    prefix = f"{UPSTREAM_ID}_"
+    prefix = f"{upstream.id}_"
     return [
-        Target(DIRECT, MOCK_ARGV),
-        Target("relay", (PYTHON, str(RELAY), *MOCK_ARGV)),
+        Target(DIRECT, upstream.argv),
+        Target(RELAY_NAME, (PYTHON, str(RELAY), *upstream.argv)),
         Target("tfunnel/curated", gateway, tool_prefix=prefix),
         Target("tfunnel/run_tool", gateway, tool_prefix=prefix, via_run_tool=True),
     ]
 
 
-def make_before_targets(home: Path, tree: Path) -> list[Target]:
+def make_before_targets(home: Path, tree: Path, upstream: Upstream = PYTHON_MOCK) -> list[Target]:
     """tfunnel as built from another checkout `tree` (an earlier commit, say), on its own home,
     measured in the same rounds as this one: `before/curated` and `before/run_tool`."""
     gateway = ("env", f"PYTHONPATH={tree}", PYTHON, "-m", "tfunnel", "--home", str(home), "serve")
-    prefix = f"{UPSTREAM_ID}_"
+    prefix = f"{upstream.id}_"
     return [Target("before/curated", gateway, tool_prefix=prefix),
             Target("before/run_tool", gateway, tool_prefix=prefix, via_run_tool=True)]
 
 
-def make_http_target(home: Path) -> Target:
-    """The HTTP gateway on the same home; `--port 0` takes any free port (read from its log)."""
-    return Target(HTTP, (PYTHON, "-m", "tfunnel", "--home", str(home), "--log-format", "json", "serve",
-                         "--http", "--port", "0", "--grace", "1"), tool_prefix=f"{UPSTREAM_ID}_")
+def http_gateway_argv(home: Path) -> tuple[str, ...]:
+    """The HTTP gateway on `home`; `--port 0` takes any free port (read from its log)."""
+    return (PYTHON, "-m", "tfunnel", "--home", str(home), "--log-format", "json", "serve",
+            "--http", "--port", "0", "--grace", "1")
+
+
+def make_http_targets(home: Path, upstream: Upstream = FAST) -> list[Target]:
+    """The HTTP face's targets on `home` (prepared for `upstream`): the bare hypercorn relay and
+    the gateway over Streamable HTTP with a legacy and a modern client, each its own process."""
+    prefix = f"{upstream.id}_"
+    return [
+        Target(HTTP_RELAY_NAME, (PYTHON, str(HTTP_RELAY), *upstream.argv), era="plain"),
+        Target(HTTP_LEGACY, http_gateway_argv(home), tool_prefix=prefix, era="legacy"),
+        Target(HTTP_MODERN, http_gateway_argv(home), tool_prefix=prefix, era="modern"),
+    ]
 
 
 def _write_json(path: Path, value: Any) -> None:
