@@ -147,8 +147,10 @@ def make_targets(home: Path, upstream: Upstream = PYTHON_MOCK) -> list[Target]:
 
 def make_before_targets(home: Path, tree: Path, upstream: Upstream = PYTHON_MOCK) -> list[Target]:
     """tfunnel as built from another checkout `tree` (an earlier commit, say), on its own home,
-    measured in the same rounds as this one: `before/curated` and `before/run_tool`."""
-    gateway = ("env", f"PYTHONPATH={tree}", PYTHON, "-m", "tfunnel", "--home", str(home), "serve")
+    measured in the same rounds as this one: `before/curated` and `before/run_tool`. `-P`: with
+    `-m`, Python would put the working directory first on the path, and a bench run from this
+    checkout would then measure this checkout's tfunnel under the other's name."""
+    gateway = ("env", f"PYTHONPATH={tree}", PYTHON, "-P", "-m", "tfunnel", "--home", str(home), "serve")
     prefix = f"{upstream.id}_"
     return [Target("before/curated", gateway, tool_prefix=prefix),
             Target("before/run_tool", gateway, tool_prefix=prefix, via_run_tool=True)]
