@@ -369,3 +369,38 @@ def test_accepting_a_change_is_confirmed_whatever_the_policy(home: Path) -> None
     for policy in ("none", "loosening", "all"):
         asked = question(policy, "tf_accept_change", plan)
         assert asked is not None and CHANGED.digest[:19] in asked and "description changed" in asked
+
+
+def test_a_book_is_read_again_only_when_the_file_changed(tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The book this process wrote is not read back (a gateway pinning upstream after upstream
+    would re-read a growing file each time); another writer's change is read, and a file changed
+    within the clock's granularity is never trusted from memory."""
+    reads: list[int] = []
+    real = read_config
+
+    def counting(home: Path, spec: Any) -> Any:
+        reads.append(1)
+        return real(home, spec)
+
+    monkeypatch.setattr(store, "read_config", counting)
+    store.write(tmp_path, Book({"a": Record("x", "1")}))
+    for index in range(20):
+        def add(book: Book, i: int = index) -> Book:
+            return book.with_record(f"u{i}", Record("y", "1"))
+        store.update(tmp_path, add)
+    assert len(reads) == 0 and len(store.read(tmp_path).start_value().upstreams) == 21
+    # Another process's write (an atomic replace, as every writer's): read at once.
+    other = to_document(Book({"b": Record("z", "2")}))
+    (tmp_path / "elsewhere.json").write_text(json.dumps(other))
+    (tmp_path / "elsewhere.json").replace(tmp_path / APPROVALS_FILE)
+    assert sorted(store.read(tmp_path).start_value().upstreams) == ["b"] and len(reads) == 1
+    # An edit in place of the same size, twice within one tick: each is read.
+    path = tmp_path / APPROVALS_FILE
+    text = path.read_text()
+    for old, new in (('"z"', '"w"'), ('"w"', '"v"')):
+        text = text.replace(old, new)
+        with path.open("r+") as handle:
+            handle.write(text)
+        assert store.read(tmp_path).start_value().upstreams["b"] == Record(new.strip('"'), "2")
+    assert len(reads) == 3

@@ -124,8 +124,8 @@ class Approvals:
             if reading.value is None:  # broken on disk: the last good book in force judges
                 self._files.judge(reading)  # its error, for /health
                 book = change(self._book)
-            elif book != reading.value:  # we wrote it: the file in force is ours now (read once more)
-                self._files.reread(APPROVALS)
+            elif book != reading.value:  # we wrote it: the file in force is ours now (as written)
+                self._files.judge(store.read(self._home))
             else:
                 self._files.judge(reading)  # unchanged: the one read is enough
         self._stale |= self._adopt(book, judging=upstream)

@@ -4,6 +4,15 @@ The running gateway pins what it sees and the command line accepts what is held;
 file, change one upstream's record and write it back. `update` does that under an exclusive
 `flock` on a sibling lock file, reading the file fresh inside the lock, so neither can write back a
 stale copy over the other's change. Writes are atomic (`config.atomic`).
+
+Each process keeps its last reading of the file with the file's signature (inode, size, mtime,
+ctime): a read finds the file as this process last read or wrote it, and is answered from memory
+(a gateway that pins 50 upstreams one after another would otherwise read, parse and check the
+whole, growing book for each: quadratic). Any write by another process (an atomic replace gives a
+new inode; an edit in place a new mtime and ctime) changes the signature, and the file is read.
+A reading is kept only once the file is older than the clock's granularity (`_SETTLED_NS`: an
+edit in place within the same tick, of the same size, would otherwise look unchanged); what this
+process writes itself, under the lock every writer takes, is kept at once.
 """
 
 from __future__ import annotations
@@ -11,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -35,12 +45,40 @@ def locked(home: Path) -> Iterator[None]:
         os.close(fd)  # closing releases the lock
 
 
+Signature = tuple[int, int, int, int]
+_SETTLED_NS = 50_000_000  # file timestamps advance by the kernel's tick (1-10 ms)
+_LAST: dict[Path, tuple[Signature, Reading[Book]]] = {}
+
+
+def _signature(path: Path) -> Signature | None:
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return None
+    return (stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)
+
+
 def read(home: Path) -> Reading[Book]:
-    return read_config(home, APPROVALS)
+    path = home / APPROVALS_FILE
+    before = _signature(path)  # taken first: a change during the read shows at the next one
+    held = _LAST.get(path)
+    if before is not None and held is not None and held[0] == before:
+        return held[1]
+    reading = read_config(home, APPROVALS)
+    if before is not None and reading.kind == "valid" and time.time_ns() - before[2] > _SETTLED_NS:
+        _LAST[path] = (before, reading)
+    else:
+        _LAST.pop(path, None)
+    return reading
 
 
 def write(home: Path, book: Book) -> None:
-    write_json_atomic(home / APPROVALS_FILE, to_document(book))
+    path = home / APPROVALS_FILE
+    document = to_document(book)
+    write_json_atomic(path, document)
+    after = _signature(path)
+    if after is not None:
+        _LAST[path] = (after, Reading(APPROVALS, "valid", book, document=document))
 
 
 def update(home: Path, change: Callable[[Book], Book], written: Callable[[], None] = lambda: None, *,

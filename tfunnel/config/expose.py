@@ -142,7 +142,8 @@ def short_name(upstream: str, tool: str, name_prefix: str = "auto") -> str | Non
     not `Git_status`, and never `github_x` (no separator after the id)."""
     if name_prefix == "always":
         return None
-    if any(tool.startswith(upstream + sep) and len(tool) > len(upstream) + 1 for sep in SEPARATORS):
+    cut = len(upstream)
+    if len(tool) > cut + 1 and tool.startswith(upstream) and tool[cut] in SEPARATORS:
         return tool
     return None
 
