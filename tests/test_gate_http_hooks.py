@@ -358,3 +358,48 @@ def test_header_secrets_never_reach_the_logs_or_the_audit_log(home: Path) -> Non
     assert '"hook": "policy/http"' in audit or '"hook":"policy/http"' in audit
     for secret in ("s3cr3t-token", "QUERYSECRET"):
         assert secret not in logs and secret not in audit
+
+
+# --- management ------------------------------------------------------------------------------------
+
+def test_hook_add_writes_an_http_hook(home: Path) -> None:
+    """`tfunnel hook add --url` writes an http row (header values in the file, never in what it
+    prints or audits); `tfunnel check` accepts it; a bad URL or a mix with a command is refused."""
+    (home / "logs").mkdir(exist_ok=True)
+    (home / "logs" / "log.config.json").write_text(json.dumps({"enabled": True}))
+    added = subprocess.run(gateway_argv(home, "hook", "add", "remote", "--event", "PreToolUse",
+                                        "--url", "https://hooks.example/pre?k=QUERYSECRET",
+                                        "--header", "Authorization=Bearer ${T}",
+                                        "--header", "X-Lit=LITERALSECRET",
+                                        "--allow-env", "T", "--fail-closed", "--timeout", "5", "--json"),
+                           capture_output=True, text=True, timeout=30)
+    assert added.returncode == 0, added.stderr
+    shown = json.loads(added.stdout)
+    assert shown["hook"] == {"id": "remote", "type": "http", "enabled": True, "event": "PreToolUse",
+                             "url": "https://hooks.example/pre", "headers": ["Authorization", "X-Lit"],
+                             "allowedEnvVars": ["T"], "failClosed": True, "timeout": 5.0}
+    row = json.loads((home / "hooks" / "hooks.manifest.json").read_text())["hooks"][-1]
+    assert row["headers"] == {"Authorization": "Bearer ${T}", "X-Lit": "LITERALSECRET"}
+    assert row["url"] == "https://hooks.example/pre?k=QUERYSECRET" and "command" not in row
+    audit = (home / "logs" / "toolfunnel.log.jsonl").read_text()
+    assert "remote" in audit and "LITERALSECRET" not in audit and "QUERYSECRET" not in audit
+    assert subprocess.run(gateway_argv(home, "check"), capture_output=True, timeout=30).returncode == 0
+    listed = subprocess.run(gateway_argv(home, "hook", "list", "--json"), capture_output=True, text=True,
+                            timeout=30)
+    row_listed = next(r for r in json.loads(listed.stdout)["hooks"] if r["id"] == "remote")
+    assert row_listed == {"id": "remote", "event": "PreToolUse", "type": "http", "enabled": True,
+                          "url": "https://hooks.example/pre"}
+    plain = subprocess.run(gateway_argv(home, "hook", "list"), capture_output=True, text=True, timeout=30)
+    assert "LITERALSECRET" not in plain.stdout and "QUERYSECRET" not in plain.stdout
+    spec = load_manifest(home).hooks[-1]
+    assert (spec.kind, spec.allowed_env_vars, spec.fail_closed) == ("http", ("T",), True)
+    for extra, message in ((["--url", "http://hooks.example/pre"], "must use https"),
+                           (["--url", "https://h.example", "--header", "novalue"], "NAME=VALUE"),
+                           (["--command", "true", "--header", "A=b"], "give --url too")):
+        done = subprocess.run(gateway_argv(home, "hook", "add", "other", "--event", "PreToolUse", *extra),
+                              capture_output=True, text=True, timeout=30)
+        assert done.returncode == 1 and message in done.stderr, done.stderr
+    both = subprocess.run(gateway_argv(home, "hook", "add", "other", "--event", "PreToolUse", "--url",
+                                       "https://h.example", "--command", "true"),
+                          capture_output=True, text=True, timeout=30)
+    assert both.returncode == 2  # argparse: one of --command, --script-file, --url

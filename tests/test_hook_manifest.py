@@ -21,7 +21,7 @@ pytestmark = pytest.mark.timeout(90)
 MANIFEST = "hooks/hooks.manifest.json"
 STATE = "hooks/hooks.state.json"
 EXAMPLE_IDS = ["pre-tool-use/deny-dangerous", "pre-tool-use/guard-danger-demo", "post-tool-use/audit",
-               "pre-tool-use/protect-paths"]
+               "pre-tool-use/protect-paths", "pre-tool-use/deny-dangerous-http"]
 
 
 def write_manifest(home: Path, doc: Any) -> None:
@@ -268,14 +268,16 @@ def test_serve_refuses_to_start_with_a_bad_hook(home: Path, bad: dict[str, Any],
 # --- tfunnel hook list|enable|disable|remove ------------------------------------------------------
 
 
-def test_hook_list_shows_the_four_disabled_examples(home: Path) -> None:
-    """`hook list` on a seeded home prints one JSON row per example hook, all disabled."""
+def test_hook_list_shows_the_disabled_examples(home: Path) -> None:
+    """`hook list` on a seeded home prints one JSON row per example hook, all disabled (the http
+    one too: it needs its hook server running)."""
     done = cli(home, "hook", "list")
     assert done.returncode == 0, done
     listed = [json.loads(line) for line in done.stdout.splitlines()]
     assert [r["id"] for r in listed] == EXAMPLE_IDS
     assert all(r["enabled"] is False for r in listed)
     assert listed[0]["command"] == f"python3 {home}/hooks/scripts/deny_dangerous.py"
+    assert listed[-1]["type"] == "http" and listed[-1]["url"] == "http://127.0.0.1:8377/pre-tool-use"
 
 
 def test_hook_list_marks_events_that_never_fire(home: Path) -> None:

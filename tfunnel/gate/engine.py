@@ -125,17 +125,22 @@ class HookEngine:
             async with limiter:
                 started = time.monotonic()
                 if spec.kind == "http":
-                    run = await self._http.run(spec, payload,
-                                               {**self._env, **hook_variables(self.home, manifest.hooks_dir)})
+                    # Only the variables its allowedEnvVars names can reach its headers.
+                    env = {**self._env, **hook_variables(self.home, manifest.hooks_dir)} \
+                        if spec.allowed_env_vars else {}
+                    run = await self._http.run(spec, payload, env)
                 else:
                     run = await run_hook(spec, payload, home=self.home, hooks_dir=manifest.hooks_dir,
                                          env=self._env, slots=self._slots)
                 self._observer.hook(event, time.monotonic() - started)
             verdicts[index] = interpret(event, run)
 
-        async with trio.open_nursery() as nursery:
-            for index, spec in enumerate(hooks):
-                nursery.start_soon(one, index, spec)
+        if len(hooks) == 1:  # the common case: one hook, run in the call's own task (no spawn)
+            await one(0, hooks[0])
+        else:
+            async with trio.open_nursery() as nursery:
+                for index, spec in enumerate(hooks):
+                    nursery.start_soon(one, index, spec)
         combined = combine([v for v in verdicts if v is not None])
         for error in combined.errors:
             log.warning("hook did not answer; treated as no decision", hook_event=event, error=error)
