@@ -40,9 +40,11 @@ class HookServer:
 
     `answer(path, payload) -> (status, body, delay_s)` decides each reply (default: 200, empty).
     It records every request (`requests`: path, headers, payload) and every TCP connection it
-    accepted (`connections`), so a test can see that calls reuse one connection."""
+    accepted (`connections`), so a test can see that calls reuse one connection. `idle_timeout`
+    closes an idle connection after that long; `close` answers `Connection: close`."""
 
-    def __init__(self, answer: Answer | None = None) -> None:
+    def __init__(self, answer: Answer | None = None, *, idle_timeout: float | None = None,
+                 close: bool = False) -> None:
         self.answer: Answer = answer or (lambda path, payload: (200, b"", 0.0))
         self.requests: list[tuple[str, dict[str, str], Any]] = []
         self.connections = 0
@@ -50,6 +52,7 @@ class HookServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            timeout = idle_timeout  # an idle kept-alive connection is closed after this
 
             def setup(self) -> None:
                 server.connections += 1
@@ -66,6 +69,8 @@ class HookServer:
                     self.send_response(status)
                     self.send_header("Content-Type", "application/json")
                     self.send_header("Content-Length", str(len(body)))
+                    if close:
+                        self.send_header("Connection", "close")
                     self.end_headers()
                     self.wfile.write(body)
                 except OSError:  # the client gave up (a timeout, a cancel)

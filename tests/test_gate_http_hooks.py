@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import socket
 import subprocess
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -238,6 +239,93 @@ async def test_a_body_over_the_cap_denies() -> None:
             run = await hooks.run(spec_for(server.url), {}, {})
             await hooks.aclose()
     assert run.over_cap and interpret("PreToolUse", run).decision == "deny"
+
+
+@pytest.mark.parametrize(("server", "pause", "connections"), [
+    ({"close": True}, 0.0, 3),
+    ({"idle_timeout": 0.1}, 0.4, 3),
+    ({}, 0.4, 1),
+], ids=["connection-close", "server-closed-idle", "kept-alive"])
+async def test_a_connection_the_server_closed_is_not_reused(server: dict[str, Any], pause: float,
+                                                            connections: int) -> None:
+    """`Connection: close`, or an idle connection the server closed: the next hook opens a new one
+    and is answered; a connection kept alive carries them all."""
+    hooks = HttpHooks()
+    with HookServer(answering(200, pre_output("allow")), **server) as hook_server:
+        with trio.fail_after(30):
+            for _ in range(3):
+                run = await hooks.run(spec_for(hook_server.url), {}, {})
+                assert interpret("PreToolUse", run).decision == "allow", run
+                await trio.sleep(pause)
+            await hooks.aclose()
+        assert hook_server.connections == connections
+
+
+async def test_an_over_cap_answer_does_not_poison_the_next() -> None:
+    """The connection of a body left unread (over the cap) is closed, not reused."""
+    big = b" " * (HOOK_OUTPUT_CAP + 10) + ALLOW
+
+    def answer(path: str, payload: Any) -> tuple[int, bytes, float]:
+        return 200, big if payload.get("big") else ALLOW, 0.0
+
+    hooks = HttpHooks()
+    with HookServer(answer) as server:
+        with trio.fail_after(30):
+            first = await hooks.run(spec_for(server.url), {"big": True}, {})
+            second = await hooks.run(spec_for(server.url), {}, {})
+            await hooks.aclose()
+    assert first.over_cap and interpret("PreToolUse", second).decision == "allow"
+    assert server.connections == 2
+
+
+@pytest.mark.parametrize(("reply", "error"), [
+    (b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nab", "failed (RemoteProtocolError)"),
+    (b"garbage\r\n\r\n", "failed (RemoteProtocolError)"),
+    (b"", "failed (RemoteProtocolError)"),
+], ids=["cut-short", "not-http", "closed-without-answer"])
+async def test_a_broken_answer_is_no_answer(reply: bytes, error: str) -> None:
+    """A server that answers garbage, cuts the body short or closes without answering: the hook
+    did not answer, named by the error's type (never its text, which may quote the URL)."""
+    async def handler(stream: trio.SocketStream) -> None:
+        await stream.receive_some(65536)
+        if reply:
+            await stream.send_all(reply)
+        await stream.aclose()
+
+    hooks = HttpHooks()
+    with trio.fail_after(30):
+        async with trio.open_nursery() as nursery:
+            listeners = await nursery.start(partial(trio.serve_tcp, handler, 0, host="127.0.0.1"))
+            port = listeners[0].socket.getsockname()[1]
+            run = await hooks.run(spec_for(f"http://127.0.0.1:{port}/pre"), {}, {})
+            await hooks.aclose()
+            nursery.cancel_scope.cancel()
+    assert run.no_answer == f"POST http://127.0.0.1:{port}/pre {error}"
+
+
+async def test_a_kept_alive_connection_closed_as_the_request_arrives_is_retried_once() -> None:
+    """The server closes a kept-alive connection on the next request without answering it (the
+    keep-alive race): the request goes once more on a new connection and is answered."""
+    ok = b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"
+    accepted: list[int] = []
+
+    async def handler(stream: trio.SocketStream) -> None:
+        accepted.append(1)
+        await stream.receive_some(65536)
+        await stream.send_all(ok)
+        await stream.receive_some(65536)  # the second request on this connection: no answer
+        await stream.aclose()
+
+    hooks = HttpHooks()
+    with trio.fail_after(30):
+        async with trio.open_nursery() as nursery:
+            listeners = await nursery.start(partial(trio.serve_tcp, handler, 0, host="127.0.0.1"))
+            url = f"http://127.0.0.1:{listeners[0].socket.getsockname()[1]}/pre"
+            runs = [await hooks.run(spec_for(url), {}, {}) for _ in range(2)]
+            await hooks.aclose()
+            nursery.cancel_scope.cancel()
+    assert [interpret("PreToolUse", run).decision for run in runs] == ["none", "none"]
+    assert [run.no_answer for run in runs] == [None, None] and len(accepted) == 2
 
 
 # --- through a real gateway ------------------------------------------------------------------------

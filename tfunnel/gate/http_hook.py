@@ -12,8 +12,9 @@ is read by the same rules as a command hook's stdout (`decision.interpret`), fro
   the hook's `timeout`: the hook did not answer, a non-blocking error unless it fails closed;
 - a body over the command hooks' output cap: unreadable, a deny (as a command hook's output).
 
-All http hooks share one `httpx2.AsyncClient` (`HttpHooks`), so a hook server on loopback is
-one kept-alive connection, not a handshake per call. Header values may carry secrets: they are
+All http hooks share one `httpx2.AsyncClient` (`HttpHooks`) on a lean HTTP/1.1 transport
+(`http_transport`), so a hook server on loopback is one kept-alive connection, not a handshake per
+call. Header values may carry secrets: they are
 never logged; errors and logs name the hook id and the URL without its query. Cancelling the call
 cancels the request (it runs in the caller's task).
 """
@@ -118,14 +119,15 @@ class HttpHooks:
     def _session(self) -> httpx2.AsyncClient:
         import httpx2
 
+        from tfunnel.gate.http_transport import HookTransport
+
         if self._client is None:
             # The hook's own timeout bounds each request (a trio deadline); proxies from the
-            # environment are not used (a hook's payload holds every call's arguments).
+            # environment are not used (a hook's payload holds every call's arguments); TLS is
+            # verified (the transport's own context).
             self._client = httpx2.AsyncClient(
-                timeout=None, follow_redirects=False, trust_env=False, verify=True,
-                headers={"User-Agent": USER_AGENT},
-                limits=httpx2.Limits(max_connections=None, max_keepalive_connections=KEEPALIVE_CONNECTIONS,
-                                     keepalive_expiry=KEEPALIVE_S))
+                timeout=None, follow_redirects=False, trust_env=False, headers={"User-Agent": USER_AGENT},
+                transport=HookTransport(max_idle=KEEPALIVE_CONNECTIONS, keepalive_s=KEEPALIVE_S))
         return self._client
 
 
