@@ -42,6 +42,8 @@ KEEPALIVE_CONNECTIONS = 32
 # an agent's tool calls, short enough not to hold a server's sockets for nothing.
 KEEPALIVE_S = 30.0
 USER_AGENT = "tfunnel-hooks"
+# Parsed hook URLs kept; a manifest has a handful.
+MAX_URLS = 256
 
 
 def expand_headers(spec: HookSpec, env: Mapping[str, str]) -> dict[str, str]:
@@ -66,17 +68,16 @@ def expand_headers(spec: HookSpec, env: Mapping[str, str]) -> dict[str, str]:
 
 def answer_run(spec: HookSpec, status: int, body: bytes | None) -> HookRun:
     """What one answered POST says, as a `HookRun` for `interpret`; `body` None: over the cap."""
-    where = f"POST {shown_url(spec.url)}"
     if body is None:
         return HookRun(spec.id, 0, "", "", over_cap=True, fail_closed=spec.fail_closed)
     if not 200 <= status < 300:
         phrase = _phrase(status)
         redirect = " (redirects are not followed)" if 300 <= status < 400 else ""
-        return _no_answer(spec, f"{where} answered HTTP {status}{phrase}{redirect}")
+        return _no_answer(spec, f"{_where(spec)} answered HTTP {status}{phrase}{redirect}")
     text = body.decode("utf-8", "replace")
     if not text.strip() or _is_object(text) or tries_to_decide(text):
         return HookRun(spec.id, 0, text, "", fail_closed=spec.fail_closed)
-    return _no_answer(spec, f"{where} answered HTTP {status} with a body that is not a JSON object")
+    return _no_answer(spec, f"{_where(spec)} answered HTTP {status} with a body that is not a JSON object")
 
 
 class HttpHooks:
@@ -85,28 +86,27 @@ class HttpHooks:
 
     def __init__(self) -> None:
         self._client: httpx2.AsyncClient | None = None
+        self._urls: dict[str, httpx2.URL] = {}  # parsed once per hook URL, not per call
 
     async def run(self, spec: HookSpec, payload: Mapping[str, Any], env: Mapping[str, str]) -> HookRun:
         import httpx2  # here: a gateway without http hooks never loads the HTTP client
 
-        where = f"POST {shown_url(spec.url)}"
         try:
-            headers = expand_headers(spec, env)
+            headers = expand_headers(spec, env) if spec.headers else None
         except ValueError as exc:
-            return _no_answer(spec, f"{where} not sent: {exc}")
-        headers["Content-Type"] = "application/json"
+            return _no_answer(spec, f"{_where(spec)} not sent: {exc}")
         content = json.dumps(payload, ensure_ascii=True).encode()
         with trio.move_on_after(spec.timeout_s) as scope:
             try:
-                async with self._session().stream("POST", spec.url, content=content,
-                                                  headers=headers) as response:
+                client, url = self._session(), self._url(spec.url)
+                async with client.stream("POST", url, content=content, headers=headers) as response:
                     body = await _read(response)
                     return answer_run(spec, response.status_code, body)
             except httpx2.ConnectError:
-                return _no_answer(spec, f"{where} could not connect")
+                return _no_answer(spec, f"{_where(spec)} could not connect")
             except (httpx2.HTTPError, httpx2.InvalidURL) as exc:
                 # The type only: some messages quote the URL, with its query.
-                return _no_answer(spec, f"{where} failed ({type(exc).__name__})")
+                return _no_answer(spec, f"{_where(spec)} failed ({type(exc).__name__})")
         assert scope.cancelled_caught
         return HookRun(spec.id, None, "", "", timed_out=True, fail_closed=spec.fail_closed)
 
@@ -115,6 +115,16 @@ class HttpHooks:
         client, self._client = self._client, None
         if client is not None:
             await client.aclose()
+
+    def _url(self, url: str) -> httpx2.URL:
+        import httpx2
+
+        parsed = self._urls.get(url)
+        if parsed is None:
+            if len(self._urls) >= MAX_URLS:  # manifests edited live many times: start over
+                self._urls.clear()
+            parsed = self._urls[url] = httpx2.URL(url)
+        return parsed
 
     def _session(self) -> httpx2.AsyncClient:
         import httpx2
@@ -126,9 +136,14 @@ class HttpHooks:
             # environment are not used (a hook's payload holds every call's arguments); TLS is
             # verified (the transport's own context).
             self._client = httpx2.AsyncClient(
-                timeout=None, follow_redirects=False, trust_env=False, headers={"User-Agent": USER_AGENT},
+                timeout=None, follow_redirects=False, trust_env=False,
+                headers={"User-Agent": USER_AGENT, "Content-Type": "application/json"},
                 transport=HookTransport(max_idle=KEEPALIVE_CONNECTIONS, keepalive_s=KEEPALIVE_S))
         return self._client
+
+
+def _where(spec: HookSpec) -> str:
+    return f"POST {shown_url(spec.url)}"
 
 
 async def _read(response: httpx2.Response) -> bytes | None:
