@@ -3,8 +3,11 @@ thing: a `tfunnel serve` gateway POSTing to a loopback hook server started by th
 
 from __future__ import annotations
 
+import contextlib
 import json
+import shutil
 import socket
+import ssl
 import subprocess
 from functools import partial
 from pathlib import Path
@@ -326,6 +329,57 @@ async def test_a_kept_alive_connection_closed_as_the_request_arrives_is_retried_
             nursery.cancel_scope.cancel()
     assert [interpret("PreToolUse", run).decision for run in runs] == ["none", "none"]
     assert [run.no_answer for run in runs] == [None, None] and len(accepted) == 2
+
+
+@pytest.fixture
+def certificate(tmp_path: Path) -> tuple[Path, Path]:
+    """A self-signed certificate for 127.0.0.1 (and its key), made with the openssl command."""
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    if shutil.which("openssl") is None:
+        pytest.skip("no openssl command to make a certificate")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
+                    "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key),
+                    "-out", str(cert)], check=True, capture_output=True, timeout=60)
+    return cert, key
+
+
+@pytest.mark.parametrize("trusted", [True, False])
+async def test_https_hooks_verify_the_certificate(certificate: tuple[Path, Path], trusted: bool,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """An https hook is answered over TLS when the server's certificate is trusted (here through
+    SSL_CERT_FILE) and reused; an untrusted one is never sent the payload."""
+    cert, key = certificate
+    if trusted:
+        monkeypatch.setenv("SSL_CERT_FILE", str(cert))
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(cert, key)
+    seen: list[bytes] = []
+
+    async def handler(stream: trio.SocketStream) -> None:
+        tls = trio.SSLStream(stream, context, server_side=True)
+        with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+            while True:
+                data = await tls.receive_some(65536)
+                if not data:
+                    break
+                seen.append(bytes(data))
+                await tls.send_all(b"HTTP/1.1 200 OK\r\nContent-Length: " + str(len(ALLOW)).encode()
+                                   + b"\r\n\r\n" + ALLOW)
+
+    hooks = HttpHooks()
+    with trio.fail_after(30):
+        async with trio.open_nursery() as nursery:
+            listeners = await nursery.start(partial(trio.serve_tcp, handler, 0, host="127.0.0.1"))
+            url = f"https://127.0.0.1:{listeners[0].socket.getsockname()[1]}/pre"
+            runs = [await hooks.run(spec_for(url), {"n": 1}, {}) for _ in range(2)]
+            await hooks.aclose()
+            nursery.cancel_scope.cancel()
+    if trusted:
+        assert [interpret("PreToolUse", run).decision for run in runs] == ["allow", "allow"]
+        assert len(seen) == 2 and seen[0].startswith(b"POST /pre HTTP/1.1")
+    else:
+        assert [run.no_answer for run in runs] == [f"POST {url} could not connect"] * 2
+        assert seen == []
 
 
 # --- through a real gateway ------------------------------------------------------------------------

@@ -62,7 +62,9 @@ class HookTransport(httpx2.AsyncBaseTransport):
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         url = request.url
-        origin = (url.scheme, url.host, url.port or (443 if url.scheme == "https" else 80))
+        # The host as it goes on the wire (IDNA-encoded; an IPv6 literal without its brackets).
+        host = url.raw_host.decode("ascii").strip("[]")
+        origin = (url.scheme, host, url.port or (443 if url.scheme == "https" else 80))
         body = await request.aread()
         head = [(name, value) for name, value in request.headers.raw if name.lower() != b"content-length"]
         head.append((b"Content-Length", str(len(body)).encode()))
@@ -95,6 +97,9 @@ class HookTransport(httpx2.AsyncBaseTransport):
             event = await _next(connection, request)
             if not isinstance(event, h11.Response):
                 raise httpx2.RemoteProtocolError("no response head", request=request)
+        except h11.LocalProtocolError as exc:  # a header h11 would not send
+            await connection.aclose()
+            raise httpx2.LocalProtocolError(f"the request cannot be sent: {exc}", request=request) from exc
         except BaseException:
             await connection.aclose()
             raise
