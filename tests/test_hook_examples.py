@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -119,3 +120,47 @@ async def test_protect_paths_without_elicitation_falls_back_to_deny(home: Path) 
         assert text(result).startswith("This call touches a system path") and "askFallback" in text(result)
         other = await client.call_tool("toolfunnel_run_tool", {"name": "echo", "args": {"path": "/tmp/x"}})
         assert not other.is_error, text(other)
+
+
+@pytest.fixture
+def hook_server(home: Path) -> Iterator[str]:
+    """hooks/scripts/hook_server.py started from the seeded home on a free port; its URL."""
+    argv = [sys.executable, str(home / "hooks" / "scripts" / "hook_server.py"), "--port", "0"]
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, text=True) as server:
+        try:
+            assert server.stdout is not None
+            yield server.stdout.readline().split()[-1]
+        finally:
+            server.terminate()
+            server.wait(timeout=10)
+
+
+@pytest.mark.parametrize(("args", "blocked"), [
+    ({"cmd": "rm -rf /"}, True),
+    ({"cmd": "mkfs.ext4 /dev/sda1"}, True),
+    ({"cmd": "ls"}, False),
+], ids=["rm-rf-root", "mkfs", "ls"])
+async def test_the_hook_server_applies_deny_dangerous_over_http(
+    home: Path, hook_server: str, args: dict[str, Any], blocked: bool
+) -> None:
+    """The example hook server answers the shipped http row (pointed at its port) with
+    deny-dangerous's decisions."""
+    manifest = home / "hooks" / "hooks.manifest.json"
+    doc = json.loads(manifest.read_text())
+    row = next(r for r in doc["hooks"] if r["id"] == "pre-tool-use/deny-dangerous-http")
+    row["url"] = hook_server + "pre-tool-use"
+    manifest.write_text(json.dumps(doc))
+    enable(home, "pre-tool-use/deny-dangerous-http")
+    async with sdk_client(home) as client:
+        result = await client.call_tool("toolfunnel_run_tool", {"name": "echo", "args": args})
+        assert result.is_error is blocked, text(result)
+        if blocked:
+            assert text(result).startswith("blocked by deny-dangerous: the input looks like")
+
+
+def test_the_hook_server_binds_loopback_only() -> None:
+    """The example server refuses a non-loopback --host."""
+    script = Path(__file__).resolve().parents[1] / "conf" / "hooks" / "scripts" / "hook_server.py"
+    done = subprocess.run([sys.executable, str(script), "--host", "0.0.0.0", "--port", "0"],
+                          capture_output=True, text=True, timeout=30)
+    assert done.returncode == 2 and "loopback" in done.stderr

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.timeout(90)
 MANIFEST = "hooks/hooks.manifest.json"
 STATE = "hooks/hooks.state.json"
 EXAMPLE_IDS = ["pre-tool-use/deny-dangerous", "pre-tool-use/guard-danger-demo", "post-tool-use/audit",
-               "pre-tool-use/protect-paths"]
+               "pre-tool-use/protect-paths", "pre-tool-use/deny-dangerous-http"]
 
 
 def write_manifest(home: Path, doc: Any) -> None:
@@ -136,7 +136,37 @@ INVALID: list[tuple[str, Any, list[str]]] = [
     ("timeout-zero", [row(timeout=0)], ["hooks[0] (id 'bad')", "field 'timeout'", "positive number"]),
     ("timeout-string", [row(timeout="10")], ["hooks[0] (id 'bad')", "field 'timeout'", '"10"']),
     ("failClosed-string", [row(failClosed="yes")], ["hooks[0] (id 'bad')", "field 'failClosed'", '"yes"']),
-    ("type-http", [row(type="http")], ["hooks[0] (id 'bad')", "field 'type'", "http"]),
+    ("type-unknown", [row(type="prompt")], ["hooks[0] (id 'bad')", "field 'type'", "command, http"]),
+    ("http-without-url", [row(type="http", command=None)],
+     ["hooks[0] (id 'bad')", "field 'url'", "required"]),
+    ("http-empty-url", [row(type="http", command=None, url="")], ["field 'url'", "non-empty"]),
+    ("http-with-command", [row(type="http", url="https://hooks.example/pre")],
+     ["hooks[0] (id 'bad')", "field 'command'", '"type": "command" hook']),
+    ("command-with-url", [row(url="https://hooks.example/pre")],
+     ["hooks[0] (id 'bad')", "field 'url'", '"type": "http" hook']),
+    ("command-with-headers", [row(headers={"X-A": "b"})], ["field 'headers'", '"type": "http" hook']),
+    ("command-with-allowedEnvVars", [row(allowedEnvVars=["A"])], ["field 'allowedEnvVars'", "http"]),
+    ("http-plain-remote", [row(type="http", command=None, url="http://hooks.example/pre")],
+     ["field 'url'", "must use https", "loopback"]),
+    ("http-userinfo", [row(type="http", command=None, url="https://me:pw@hooks.example/pre")],
+     ["field 'url'", "user name or password"]),
+    ("http-not-absolute", [row(type="http", command=None, url="hooks.example/pre")],
+     ["field 'url'", "absolute https URL"]),
+    ("http-other-scheme", [row(type="http", command=None, url="ftp://hooks.example/pre")],
+     ["field 'url'", "absolute https URL"]),
+    ("http-url-not-string", [row(type="http", command=None, url=5)], ["field 'url'", "string"]),
+    ("http-header-name", [row(type="http", command=None, url="https://h.example", headers={"X A": "b"})],
+     ["field 'headers.X A'", "header name"]),
+    ("http-header-value", [row(type="http", command=None, url="https://h.example", headers={"X-A": 1})],
+     ["field 'headers.X-A'", "must be a string"]),
+    ("http-header-line-break", [row(type="http", command=None, url="https://h.example",
+                                    headers={"X-A": "a\r\nX-B: b"})], ["field 'headers.X-A'", "line breaks"]),
+    ("http-headers-not-object", [row(type="http", command=None, url="https://h.example", headers=["a"])],
+     ["field 'headers'", "object"]),
+    ("http-allowed-dollar", [row(type="http", command=None, url="https://h.example", allowedEnvVars=["$T"])],
+     ["field 'allowedEnvVars'", "variable names"]),
+    ("http-allowed-not-array", [row(type="http", command=None, url="https://h.example", allowedEnvVars="T")],
+     ["field 'allowedEnvVars'", "array"]),
     ("hooks-not-array", {"version": 1, "hooks": {"id": "bad"}}, ["field 'hooks'", "array"]),
     ("entry-not-object", ["not an object"], ["hooks[0]", "must be an object"]),
     ("bad-json", '{"version": 1, "hooks": [', ["invalid JSON"]),
@@ -163,7 +193,7 @@ def test_invalid_manifest_raises_naming_file_entry_and_field(
 def test_several_problems_are_reported_at_once(tmp_path: Path) -> None:
     """One load reports every problem of every entry, not just the first."""
     write_manifest(tmp_path, {"version": 1, "hooks": [
-        row(id="a", matcher="(unclosed", timeout=0), row(id="ok"), row(id="b", command=None, type="http")]})
+        row(id="a", matcher="(unclosed", timeout=0), row(id="ok"), row(id="b", command=None, type="prompt")]})
     with pytest.raises(ConfigError) as caught:
         load_manifest(tmp_path)
     where = {(p.entry, p.field) for p in caught.value.problems}
@@ -238,14 +268,16 @@ def test_serve_refuses_to_start_with_a_bad_hook(home: Path, bad: dict[str, Any],
 # --- tfunnel hook list|enable|disable|remove ------------------------------------------------------
 
 
-def test_hook_list_shows_the_four_disabled_examples(home: Path) -> None:
-    """`hook list` on a seeded home prints one JSON row per example hook, all disabled."""
+def test_hook_list_shows_the_disabled_examples(home: Path) -> None:
+    """`hook list` on a seeded home prints one JSON row per example hook, all disabled (the http
+    one too: it needs its hook server running)."""
     done = cli(home, "hook", "list")
     assert done.returncode == 0, done
     listed = [json.loads(line) for line in done.stdout.splitlines()]
     assert [r["id"] for r in listed] == EXAMPLE_IDS
     assert all(r["enabled"] is False for r in listed)
     assert listed[0]["command"] == f"python3 {home}/hooks/scripts/deny_dangerous.py"
+    assert listed[-1]["type"] == "http" and listed[-1]["url"] == "http://127.0.0.1:8377/pre-tool-use"
 
 
 def test_hook_list_marks_events_that_never_fire(home: Path) -> None:

@@ -249,7 +249,7 @@ def broken_home(home: Path) -> None:
 
 EXPECTED = ["mcp/expose.json: upstreams[0] (id 'gone'): field 'command': 'no-such-mcp-server-xyz' is not "
             "found on PATH",
-            "hooks/hooks.manifest.json: hooks[4] (id 'ghost'): field 'command': names ",
+            "hooks/hooks.manifest.json: hooks[5] (id 'ghost'): field 'command': names ",
             "warning: mcp/expose.json: expose[0] (fine/echo): field 'as': surfaced name 'hash' is taken by "
             "tool 'hash', which wins"]
 
@@ -278,7 +278,7 @@ async def test_serve_logs_what_check_reports(home: Path) -> None:
               if line.startswith("{") and '"config check"' in line]
     assert [(entry["level"], entry["problem"].split(": field")[0]) for entry in logged] == [
         ("error", "mcp/expose.json: upstreams[0] (id 'gone')"),
-        ("error", "hooks/hooks.manifest.json: hooks[4] (id 'ghost')"),
+        ("error", "hooks/hooks.manifest.json: hooks[5] (id 'ghost')"),
         ("warning", "mcp/expose.json: expose[0] (fine/echo)")]
 
 

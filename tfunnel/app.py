@@ -311,12 +311,16 @@ async def running(gateway: Gateway, only: Collection[str] | None = None) -> Asyn
     """The gateway's background parts (supervisor, file watcher) around a transport; cancelling
     the yielded nursery's scope shuts everything down, every child reaped. `only` names the
     upstreams to start (default: every enabled one)."""
-    async with trio.open_nursery() as nursery:
-        await nursery.start(_start_upstreams, gateway, only)
-        nursery.start_soon(partial(watch_files, watched_files(gateway), seen=gateway.read_as))
-        await nursery.start(gateway.router.modern.parking.run)
-        yield nursery
-        nursery.cancel_scope.cancel()
+    try:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(_start_upstreams, gateway, only)
+            nursery.start_soon(partial(watch_files, watched_files(gateway), seen=gateway.read_as))
+            await nursery.start(gateway.router.modern.parking.run)
+            yield nursery
+            nursery.cancel_scope.cancel()
+    finally:
+        with trio.CancelScope(shield=True):  # the http hooks' connections, once nothing calls
+            await gateway.gate.aclose()
 
 
 async def _start_upstreams(gateway: Gateway, only: Collection[str] | None, *,

@@ -41,7 +41,7 @@ _STDERR_TAIL = 500
 
 @dataclass(frozen=True)
 class HookRun:
-    """What the runner observed for one hook process."""
+    """What the runner observed for one hook: its process, or an http hook's request (see `gate.http`)."""
 
     hook_id: str
     exit_code: int | None  # None: it did not finish (timed out, killed, or could not start)
@@ -51,6 +51,9 @@ class HookRun:
     timed_out: bool = False
     start_error: str | None = None  # could not start (missing script, not executable, ...)
     fail_closed: bool = False  # the manifest entry's failClosed
+    # An http hook that gave no answer (an error status, a failed connection, a body that is not
+    # a JSON object): said whole, like a process's failure. None for a command hook.
+    no_answer: str | None = None
 
 
 @dataclass(frozen=True)
@@ -128,6 +131,12 @@ def interpret(event: HookEvent, run: HookRun) -> HookVerdict:
         return HookVerdict(hook, "deny", f"hook {hook}: unreadable decision{detail}; denied")
 
 
+def tries_to_decide(text: str) -> bool:
+    """Whether `text` shows a hook trying to decide (a decision's key in it): such text that is
+    not a readable decision is an unreadable one, a deny."""
+    return any(keyword in text for keyword in _KEYWORDS)
+
+
 def combine(verdicts: Sequence[HookVerdict]) -> Combined:
     """Combine verdicts given in manifest order: deny > ask > allow, and `none` counts as allow.
 
@@ -162,6 +171,8 @@ def combine(verdicts: Sequence[HookVerdict]) -> Combined:
 
 def _did_not_answer(run: HookRun) -> str | None:
     """What went wrong if the hook gave no answer at all (exit 2 is handled before), else None."""
+    if run.no_answer is not None:
+        return run.no_answer
     if run.start_error is not None:
         return f"could not start: {run.start_error}"
     if run.timed_out:
@@ -179,7 +190,7 @@ def _did_not_answer(run: HookRun) -> str | None:
 def _read_output(event: HookEvent, hook: str, stdout: str) -> HookVerdict:
     """Exit 0: the verdict from the JSON objects in stdout; raises `_Unreadable`."""
     objects, undecoded = _scan(stdout)
-    if any(keyword in undecoded for keyword in _KEYWORDS):
+    if tries_to_decide(undecoded):
         raise _Unreadable()
     reading = _Reading()
     for obj in objects:

@@ -2,6 +2,8 @@
 
 Matching hooks of one event run concurrently (bounded); their verdicts are combined in
 manifest order by the pure `decision` module. Every PreToolUse ends in one audit record.
+Command hooks run as processes (`runner`), http hooks as POSTs on the engine's one HTTP client
+(`http_hook`), which its owner closes with `aclose` when the gateway stops.
 """
 
 from __future__ import annotations
@@ -16,8 +18,9 @@ import trio
 
 from tfunnel.gate.decision import Combined, HookEvent, HookVerdict, combine, interpret
 from tfunnel.gate.gated import ALLOW, NeedsInput, PreDecision, ToolCall
+from tfunnel.gate.http_hook import HttpHooks
 from tfunnel.gate.manifest import HookManifest, HookSpec
-from tfunnel.gate.runner import run_hook
+from tfunnel.gate.runner import hook_variables, run_hook
 from tfunnel.observe.audit import AuditLog
 from tfunnel.observe.observer import NullObserver, Observer
 from tfunnel.protocol.results import ToolResult
@@ -40,7 +43,7 @@ class HookEngine:
     def __init__(self, home: Path, manifest: Callable[[], HookManifest],
                  ask_fallback: Callable[[], AskFallback], audit: AuditLog,
                  env: Mapping[str, str], observer: Observer | None = None,
-                 slots: trio.CapacityLimiter | None = None) -> None:
+                 slots: trio.CapacityLimiter | None = None, http: HttpHooks | None = None) -> None:
         self.home = home
         self._manifest = manifest
         self._ask_fallback = ask_fallback
@@ -48,6 +51,11 @@ class HookEngine:
         self._env = env
         self._observer: Observer = observer or NullObserver()
         self._slots = slots
+        self._http = http or HttpHooks()
+
+    async def aclose(self) -> None:
+        """Close the http hooks' connections (the gateway's shutdown; idempotent)."""
+        await self._http.aclose()
 
     async def pre_tool_use(self, call: ToolCall) -> PreDecision:
         combined = await self._fire_for_tool("PreToolUse", call, {})
@@ -116,14 +124,23 @@ class HookEngine:
         async def one(index: int, spec: HookSpec) -> None:
             async with limiter:
                 started = time.monotonic()
-                run = await run_hook(spec, payload, home=self.home, hooks_dir=manifest.hooks_dir,
-                                     env=self._env, slots=self._slots)
+                if spec.kind == "http":
+                    # Only the variables its allowedEnvVars names can reach its headers.
+                    env = {**self._env, **hook_variables(self.home, manifest.hooks_dir)} \
+                        if spec.allowed_env_vars else {}
+                    run = await self._http.run(spec, payload, env)
+                else:
+                    run = await run_hook(spec, payload, home=self.home, hooks_dir=manifest.hooks_dir,
+                                         env=self._env, slots=self._slots)
                 self._observer.hook(event, time.monotonic() - started)
             verdicts[index] = interpret(event, run)
 
-        async with trio.open_nursery() as nursery:
-            for index, spec in enumerate(hooks):
-                nursery.start_soon(one, index, spec)
+        if len(hooks) == 1:  # the common case: one hook, run in the call's own task (no spawn)
+            await one(0, hooks[0])
+        else:
+            async with trio.open_nursery() as nursery:
+                for index, spec in enumerate(hooks):
+                    nursery.start_soon(one, index, spec)
         combined = combine([v for v in verdicts if v is not None])
         for error in combined.errors:
             log.warning("hook did not answer; treated as no decision", hook_event=event, error=error)

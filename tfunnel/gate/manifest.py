@@ -9,16 +9,25 @@ A ToolFunnel manifest loads unchanged: `${HOOKS_DIR}` in a command is expanded i
 `hooksDir` is honoured when absolute, rows written without an `id` get a stable synthesized one
 (ToolFunnel's UI wrote rows with only event, matcher, command and enabled). An unknown field in the
 manifest or a row is a warning; `script` is known (ToolFunnel wrote it; informational only).
+
+A row is a `command` hook (the default) or, as in Claude Code, an `http` hook: `url` (https, or
+http to a loopback host; no user name or password in it), `headers` (string values, where `$VAR` and
+`${VAR}` name variables of the environment; only those listed in `allowedEnvVars` are filled in,
+every other reference is sent empty, as Claude Code does) and `allowedEnvVars`. `command` belongs
+to command rows only, `url`, `headers` and `allowedEnvVars` to http rows only.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
+from tfunnel.auth.config import url_problem
 from tfunnel.config.files import ConfigFile, read_config
 from tfunnel.config.validate import Fields
 from tfunnel.errors import ConfigError
@@ -32,7 +41,16 @@ DEFAULT_TIMEOUT_S = 60.0
 _ALWAYS = frozenset({"", "*"})
 MANIFEST_KEYS = ("version", "hooksDir", "hooks")
 HOOK_KEYS = ("id", "event", "matcher", "type", "command", "script", "timeout", "enabled", "failClosed",
-             "description")
+             "description", "url", "headers", "allowedEnvVars")
+HOOK_TYPES = ("command", "http")
+# The fields of one type only: given on a row of the other type, each is a problem (a command row
+# with a url would silently never call it).
+_ONLY = {"command": ("url", "headers", "allowedEnvVars"), "http": ("command",)}
+# A `$VAR` or `${VAR}` reference in an http hook's header value (Claude Code's two forms).
+ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")
+# An HTTP header name (RFC 9110 token); a value is printable text without line breaks.
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 @dataclass(frozen=True)
@@ -46,6 +64,10 @@ class HookSpec:
     fail_closed: bool = False
     description: str = ""
     pattern: re.Pattern[str] | None = field(default=None, compare=False, repr=False)
+    kind: str = "command"  # the row's `type`: "command" or "http"
+    url: str = ""  # http only
+    headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)  # http only, as written
+    allowed_env_vars: tuple[str, ...] = ()  # http only
 
     def matches(self, names: Iterable[str]) -> bool:
         """`""`/`*`/absent fires always; otherwise the regex must fully match one of the names."""
@@ -118,8 +140,17 @@ def _spec(row: Any, index: int, hooks_dir: Path, f: Fields) -> HookSpec | None:
     event = f.choice(row, "event", label, EVENTS, "")
     if "event" not in row:
         f.problem(f"is required (one of {', '.join(EVENTS)})", label, "event")
-    command = f.string(row, "command", label, required=True, non_empty=True)
-    f.choice(row, "type", label, ("command",), "command")
+    kind = f.choice(row, "type", label, HOOK_TYPES, "command")
+    for key in _ONLY[kind]:
+        if key in row:
+            other = "http" if kind == "command" else "command"
+            f.problem(f'belongs to a "type": "{other}" hook, not a "{kind}" one', label, key)
+    command = url = ""
+    if kind == "command":
+        command = f.string(row, "command", label, required=True, non_empty=True)
+    else:
+        url = _url(row, label, f)
+    headers, allowed = _headers(row, label, f) if kind == "http" else ((), ())
     matcher = f.string(row, "matcher", label)
     pattern = None
     try:
@@ -137,8 +168,56 @@ def _spec(row: Any, index: int, hooks_dir: Path, f: Fields) -> HookSpec | None:
         id=hook_id, event=event, matcher=matcher, pattern=pattern,
         command=command.replace("${HOOKS_DIR}", str(hooks_dir)),
         timeout_s=timeout, enabled=enabled is True, fail_closed=fail_closed is True,
-        description=description,
+        description=description, kind=kind, url=url, headers=headers, allowed_env_vars=allowed,
     )
+
+
+def _url(row: Mapping[str, Any], label: str, f: Fields) -> str:
+    url = f.string(row, "url", label, non_empty=True)
+    if "url" not in row:
+        f.problem('is required for a "type": "http" hook', label, "url")
+    elif url:
+        problem = url_problem(url, allow_query=True)
+        if problem is not None:
+            f.problem(problem, label, "url")
+    return url
+
+
+Headers = tuple[tuple[str, str], ...]
+
+
+def _headers(row: Mapping[str, Any], label: str, f: Fields) -> tuple[Headers, tuple[str, ...]]:
+    """The http row's headers and allowedEnvVars; a reference to a variable that allowedEnvVars
+    does not list is a warning (Claude Code sends it empty, and so do we)."""
+    raw_allowed = f.array(row, "allowedEnvVars", "environment variable names", label)
+    allowed: list[str] = []
+    for name in raw_allowed:
+        if isinstance(name, str) and _ENV_NAME.fullmatch(name):
+            allowed.append(name)
+        else:
+            f.problem(f"must hold variable names (like \"API_TOKEN\", no $), got {json.dumps(name)[:60]}",
+                      label, "allowedEnvVars")
+    headers: list[tuple[str, str]] = []
+    for name, value in f.mapping(row, "headers", label).items():
+        where = f"headers.{name}"
+        if not _HEADER_NAME.fullmatch(name):
+            f.problem("is not a valid HTTP header name", label, where)
+        elif not isinstance(value, str) or not value.isprintable():
+            f.problem("must be a string without line breaks or control characters", label, where)
+        else:
+            headers.append((name, value))
+            for braced, bare in ENV_REFERENCE.findall(value):
+                if (braced or bare) not in allowed:
+                    f.warning(f"uses ${braced or bare}, which allowedEnvVars does not list: it is sent as "
+                              "an empty string", label, where)
+    return tuple(headers), tuple(allowed)
+
+
+def shown_url(url: str) -> str:
+    """An http hook's URL as logs, audit records and listings show it: without its query or
+    fragment (where a token may hide)."""
+    parts = urlsplit(url)
+    return urlunsplit((parts.scheme, parts.netloc.rpartition("@")[2], parts.path, "", ""))
 
 
 def load_hook_state(home: Path) -> dict[str, bool]:
@@ -171,6 +250,11 @@ HOOK_STATE: ConfigFile[dict[str, bool]] = ConfigFile(HOOK_STATE_FILE, "hook stat
 
 
 def describe(spec: HookSpec) -> Mapping[str, Any]:
-    """A row for `tfunnel hook list`."""
-    return {"id": spec.id, "event": spec.event, "matcher": spec.matcher or "*", "enabled": spec.enabled,
-            "failClosed": spec.fail_closed, "timeout": spec.timeout_s, "command": spec.command}
+    """A row for `tfunnel hook list` (an http hook's URL without its query, no header values)."""
+    row: dict[str, Any] = {"id": spec.id, "event": spec.event, "matcher": spec.matcher or "*",
+                           "enabled": spec.enabled, "failClosed": spec.fail_closed, "timeout": spec.timeout_s}
+    if spec.kind == "http":
+        row.update(type="http", url=shown_url(spec.url), headers=sorted(name for name, _ in spec.headers))
+    else:
+        row["command"] = spec.command
+    return row

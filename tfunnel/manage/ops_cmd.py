@@ -176,12 +176,18 @@ def add_hook_add_arguments(actions: Any, common: Common) -> None:
     how = add.add_mutually_exclusive_group(required=True)
     how.add_argument("--command", dest="hook_command", metavar="CMD", help="the command the hook runs")
     how.add_argument("--script-file", metavar="FILE", help="a local file written to hooks/scripts/")
+    how.add_argument("--url", help="an http hook: the URL the payload is POSTed to (https, or http to "
+                     "a loopback host)")
     add.add_argument("--script", metavar="NAME",
                      help="the script's name in hooks/scripts/ (default: the file's)")
     add.add_argument("--timeout", type=float, metavar="S")
     add.add_argument("--disabled", action="store_true", help="add it disabled")
     add.add_argument("--description")
     add.add_argument("--fail-closed", action="store_true", help="deny the call when the hook fails")
+    add.add_argument("--header", action="append", metavar="NAME=VALUE", default=None,
+                     help="an http hook's header (repeatable); $VAR in VALUE needs --allow-env VAR")
+    add.add_argument("--allow-env", action="append", metavar="VAR", default=None,
+                     help="an environment variable an http hook's headers may use (repeatable)")
 
 
 def add_settings_arguments(parser: argparse.ArgumentParser, common: Common) -> None:
@@ -298,6 +304,13 @@ def hook_add_command(home: Path, args: argparse.Namespace) -> int:
             out["scriptText"] = read_text(args.script_file)
         elif args.script is not None:
             raise ToolFailure("--script names the file --script-file is written as; give --script-file too")
+        if args.url is not None:
+            out["url"] = args.url
+        if args.header or args.allow_env:
+            if args.url is None:
+                raise ToolFailure("--header and --allow-env are for an http hook; give --url too")
+            out["headers"] = dict(_header(text) for text in args.header or ())
+            out["allowedEnvVars"] = list(args.allow_env or ())
         if args.disabled:
             out["enabled"] = False
         if args.fail_closed:
@@ -306,6 +319,13 @@ def hook_add_command(home: Path, args: argparse.Namespace) -> int:
 
     return run_op(home, "tf_hook_add", build, lambda r: f"{r['id']}: added", prefix="tfunnel hook:",
                   as_json=getattr(args, "json", False))
+
+
+def _header(text: str) -> tuple[str, str]:
+    name, sep, value = text.partition("=")
+    if not sep or not name.strip():
+        raise ToolFailure(f"--header wants NAME=VALUE, got {text.split('=')[0][:40]!r}")
+    return name.strip(), value
 
 
 def settings_command(home: Path, args: argparse.Namespace) -> int:

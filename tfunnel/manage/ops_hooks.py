@@ -2,8 +2,9 @@
 
 Enable and disable write the `hooks.state.json` overlay (which wins) and mirror the value into the
 manifest row, as `tfunnel hook` does; remove drops the row and its overlay key (a script stays).
-Adding a hook loosens the gate (its command runs as the gateway, where no hook looks), and so
-does disabling or removing one that is on.
+Adding a hook loosens the gate (its command runs as the gateway, where no hook looks; an http
+hook's URL receives every matching call's arguments), and so does disabling or removing one that
+is on. An http hook's header values are never shown (a summary names the headers only).
 """
 
 from __future__ import annotations
@@ -14,13 +15,14 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from tfunnel.errors import ToolFailure
-from tfunnel.gate.manifest import HOOK_STATE, MANIFEST
+from tfunnel.gate.manifest import HOOK_STATE, MANIFEST, shown_url
 from tfunnel.manage.edit import Change, Script, current, safe_path
 from tfunnel.manage.plans import Env, Plan, runs, shown
 
 EMPTY_MANIFEST: Mapping[str, Any] = {"version": 1, "hooks": []}
 HOOK_SCRIPTS = "hooks/scripts"
-ROW_FIELDS = ("event", "matcher", "command", "script", "timeout", "enabled", "description", "failClosed")
+ROW_FIELDS = ("event", "matcher", "command", "script", "timeout", "enabled", "description", "failClosed",
+              "url", "headers", "allowedEnvVars")
 
 
 def hook_add(env: Env, args: Mapping[str, Any]) -> Plan:
@@ -29,8 +31,10 @@ def hook_add(env: Env, args: Mapping[str, Any]) -> Plan:
     hook_id = str(args["id"])
     if any(isinstance(r, dict) and r.get("id") == hook_id for r in rows):
         raise ToolFailure(f"a hook with id {hook_id!r} exists; choose another id or use tf_hook_set")
-    row: dict[str, Any] = {"id": hook_id, "type": "command", "enabled": True,
+    row: dict[str, Any] = {"id": hook_id, "type": "http" if "url" in args else "command", "enabled": True,
                            **{k: args[k] for k in ROW_FIELDS if k in args}}
+    if row["type"] == "http":
+        return _http_hook_add(hook_id, row, args, manifest, rows)
     scripts: tuple[Script, ...] = ()
     if "scriptText" in args:
         name = str(args.get("script") or "")
@@ -52,6 +56,22 @@ def hook_add(env: Env, args: Mapping[str, Any]) -> Plan:
         why += f", with the script {scripts[0].relative}: {json.dumps(scripts[0].text, ensure_ascii=False)}"
     return Plan({"id": hook_id, "hook": row, "scriptWritten": bool(scripts)},
                 Change(f"add hook {hook_id!r} {shown(row)}", {MANIFEST: manifest}, scripts), why)
+
+
+def _http_hook_add(hook_id: str, row: dict[str, Any], args: Mapping[str, Any], manifest: dict[str, Any],
+                   rows: list[Any]) -> Plan:
+    clash = [key for key in ("command", "script", "scriptText") if key in args]
+    if clash:
+        raise ToolFailure(f'a hook has either "url" (an http hook) or "{clash[0]}" (a command hook), '
+                          'not both')
+    rows.append(row)
+    shown_row = {**row, "url": shown_url(str(row["url"]))}
+    if isinstance(row.get("headers"), dict):
+        shown_row["headers"] = sorted(row["headers"])  # names only: a value may be a secret
+    why = (f"hook {hook_id!r} sends every matching call's arguments to {shown_url(str(row['url']))}, "
+           "and its answers decide the calls")
+    return Plan({"id": hook_id, "hook": shown_row, "scriptWritten": False},
+                Change(f"add hook {hook_id!r} {shown(shown_row)}", {MANIFEST: manifest}), why)
 
 
 def hook_set(env: Env, args: Mapping[str, Any]) -> Plan:

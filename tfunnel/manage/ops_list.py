@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from tfunnel.config.expose import EXPOSE, empty_document
-from tfunnel.gate.manifest import HOOK_STATE, MANIFEST
+from tfunnel.gate.manifest import HOOK_STATE, MANIFEST, shown_url
 from tfunnel.manage.edit import current
 from tfunnel.manage.ops_hooks import EMPTY_MANIFEST, switch_map
 from tfunnel.manage.plans import Env, Plan
@@ -69,6 +69,9 @@ def _hooks(env: Env) -> list[dict[str, Any]]:
     for row in manifest.get("hooks", []):
         if isinstance(row, dict):
             enabled = switches.get(str(row.get("id")), row.get("enabled") is True) is True
-            shown_row = {k: row[k] for k in ("id", "event", "matcher", "command", "description") if k in row}
+            shown_row = {k: row[k] for k in ("id", "event", "matcher", "type", "command", "description")
+                         if k in row}
+            if isinstance(row.get("url"), str):  # an http hook: no query, and never its header values
+                shown_row["url"] = shown_url(row["url"])
             out.append({**shown_row, "enabled": enabled})
     return out
