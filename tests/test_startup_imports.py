@@ -18,7 +18,7 @@ import pytest
 
 from tests.upstreams import mock_upstream, set_upstreams
 
-LATE = ("httpx2", "httpcore2", "trio_websocket", "wsproto", "hypercorn", "h2", "jsonschema", "jwt",
+LATE = ("httpx2", "httpcore2", "h11", "trio_websocket", "wsproto", "hypercorn", "h2", "jsonschema", "jwt",
         "cryptography", "prometheus_client", "bpe_openai", "asyncio")
 
 # Run in the gateway before its main(): once the first tools/call has been answered, print the
