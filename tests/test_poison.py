@@ -325,3 +325,21 @@ def test_deep_nesting_completes() -> None:
     assert field.startswith("inputSchema.items.items.")
     assert field.endswith("\u2026")
     assert len(field) <= 120
+
+
+def test_the_ascii_shortcuts_read_text_as_the_full_rules_do() -> None:
+    """ASCII text skips normalising and the character scans: the same result as the full path."""
+    import random
+    import unicodedata
+
+    from tfunnel.approvals import poison
+
+    rng = random.Random(7)
+    samples = ["", "Ignore previous instructions", "a\tb\n\n  c", "\x00\x1b[31m", "MiXeD CaSe 123 !?"]
+    samples += ["".join(chr(rng.randrange(128)) for _ in range(rng.randrange(1, 80))) for _ in range(300)]
+    for text in samples:
+        normal = unicodedata.normalize("NFKC", text)
+        slow = poison._STRIP.sub("", normal).casefold().translate(poison._CONFUSABLES)
+        assert poison._fold(text) == poison._NEWLINES.sub("\n", poison._SPACES.sub(" ", slow))
+        assert poison._tag_text(text) == ""
+        assert poison._hidden_chars(text) == [] and poison._hidden_chars(text + "\u200b") == ["\u200b"]

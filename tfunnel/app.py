@@ -30,6 +30,7 @@ from tfunnel.home.check import runtime as runtime_checks
 from tfunnel.home.files import HomeReading, read_home
 from tfunnel.home.listing import Listed, ListingCache
 from tfunnel.home.live import Live
+from tfunnel.home.rebuilds import Rebuilds
 from tfunnel.home.reviewed import Reviewed
 from tfunnel.home.wrapped import Faces
 from tfunnel.manage.builtins import Management, served_register
@@ -89,6 +90,7 @@ class Gateway:
     # The live files' signatures from just before the start read them: the watcher begins from
     # these, so an edit that lands while the gateway starts is still applied.
     read_as: dict[Path, Signature] = field(default_factory=dict)
+    rebuilds: Rebuilds | None = None  # run by `running` (without it, each change rebuilds at once)
 
 
 def build(home: Path, environ: Mapping[str, str] | None = None, observer: Observer | None = None, *,
@@ -108,11 +110,13 @@ def build(home: Path, environ: Mapping[str, str] | None = None, observer: Observ
     # Log messages and resource updates for the clients that asked; what they ask goes upstream.
     notices = Notices(lambda upstream, uris: supervisor.set_subscriptions(upstream, uris),
                       lambda level: supervisor.set_log_level(level), lambda: live.state.passthrough)
+    # Upstream changes reach the surface through one rebuild per burst (`home/rebuilds.py`).
+    rebuilds = Rebuilds(_keeping_listing(home, live))
     supervisor = Supervisor(Context(home, env, settings.limits,
                                     Identity(settings.client_name, settings.client_version),
-                                    _keeping_listing(home, live), partial(_upstream_notice, live, notices),
+                                    rebuilds.request, partial(_upstream_notice, live, notices),
                                     lambda record: audit.record("mcp", **record),
-                                    wrapped=lambda: live.state.passthrough))
+                                    wrapped=lambda: live.state.passthrough, caught_up=rebuilds.caught_up))
     live.on_collision = lambda *collided: audit.record("mcp", **name_collision(*collided))
     # What upstreams list reaches the surface through the tool approvals (pins and holds).
     approvals = Approvals(home, start.value(APPROVALS), live.files, audit,
@@ -151,7 +155,7 @@ def build(home: Path, environ: Mapping[str, str] | None = None, observer: Observ
                     face=faces.face, settle=faces.settle, meet=faces.meet, waiting=faces.waiting,
                     choose=lambda who: profiles.choose(live.settings.profiles, who, profile))
     gateway = Gateway(home, live, audit, gate, supervisor, surface, router, approvals, faces, start.get(AUTH),
-                      read_as)
+                      read_as, rebuilds)
     approvals.on_write = lambda: read_as.__setitem__(home / APPROVALS_FILE, signature(home / APPROVALS_FILE))
     appliers.update(live_appliers(gateway))
     return gateway
@@ -313,6 +317,8 @@ async def running(gateway: Gateway, only: Collection[str] | None = None) -> Asyn
     upstreams to start (default: every enabled one)."""
     try:
         async with trio.open_nursery() as nursery:
+            if gateway.rebuilds is not None:
+                await nursery.start(gateway.rebuilds.run)
             await nursery.start(_start_upstreams, gateway, only)
             nursery.start_soon(partial(watch_files, watched_files(gateway), seen=gateway.read_as))
             await nursery.start(gateway.router.modern.parking.run)
@@ -334,6 +340,8 @@ async def _start_upstreams(gateway: Gateway, only: Collection[str] | None, *,
         await nursery.start(gateway.supervisor.serve, config)
         task_status.started()
         await gateway.supervisor.first_attempts()
+        if gateway.rebuilds is not None:
+            await gateway.rebuilds.caught_up()  # what those attempts brought is in the surface
         gateway.live.started.set()
         log.info("upstreams started", status=upstream_status(gateway))
 

@@ -17,6 +17,7 @@ import re
 import unicodedata
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Literal
 
 Kind = Literal["tool", "prompt", "template", "instructions"]
@@ -102,6 +103,8 @@ def _joiner_is_legit(text: str, i: int) -> bool:
 
 def _hidden_chars(text: str) -> list[str]:
     """The invisible characters of `text` that are not legitimately needed."""
+    if text.isascii():  # every invisible character (and every format character) is beyond ASCII
+        return []
     text = _FLAG_TAGS.sub("", text)
     found: list[str] = []
     for m in _INVISIBLE_CANDIDATE.finditer(text):
@@ -124,6 +127,8 @@ def _hidden_chars(text: str) -> list[str]:
 
 def _tag_text(text: str) -> str:
     """What Unicode tag characters spell, decoded to ASCII (the tag-smuggling channel)."""
+    if text.isascii():
+        return ""
     return "".join(chr(ord(c) - 0xE0000) for c in text if "\U000e0020" <= c <= "\U000e007e")
 
 
@@ -148,7 +153,10 @@ _NEWLINES = re.compile(r" ?\n[\s]*")
 
 def _fold(text: str) -> str:
     """NFKC, invisible characters dropped, casefolded, confusables folded, blanks collapsed."""
-    text = _STRIP.sub("", unicodedata.normalize("NFKC", text)).casefold().translate(_CONFUSABLES)
+    if text.isascii():  # NFKC, the invisible characters and the confusables leave ASCII as it is
+        text = text.lower()  # ASCII's casefold
+    else:
+        text = _STRIP.sub("", unicodedata.normalize("NFKC", text)).casefold().translate(_CONFUSABLES)
     return _NEWLINES.sub("\n", _SPACES.sub(" ", text))
 
 
@@ -234,6 +242,7 @@ def _control(kind: Kind, field: str, text: str) -> str | None:
     return _listed("control character(s)", _CONTROL.findall(text))
 
 
+@lru_cache(maxsize=512)  # the steering and the exfiltration rules read each string so
 def _matchable(text: str) -> str:
     """The text as the model may read it: folded, with what tag characters spell appended."""
     folded = _fold(text)

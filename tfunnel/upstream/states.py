@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import enum
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -54,6 +54,10 @@ class Mirror:
     requests: ServerRequests | None = field(default=None, compare=False)
 
 
+async def _nothing() -> None:
+    return None
+
+
 @dataclass(frozen=True)
 class Context:
     """What every upstream gets from the gateway: where it lives and how to report changes."""
@@ -74,6 +78,9 @@ class Context:
     # The wrapped upstream's id (`tfunnel wrap`), or None: the isolation guard is suspended for it
     # alone (SPEC §10), with a warning at each start.
     wrapped: Callable[[], str | None] = lambda: None
+    # Returns once every `on_change` made so far is in the surface (the gateway rebuilds it once
+    # per burst of changes: `home/rebuilds.py`); `wait_ready` waits for it.
+    caught_up: Callable[[], Awaitable[None]] = _nothing
 
 
 @dataclass(frozen=True)

@@ -302,6 +302,8 @@ class Supervisor:
             problem = await upstream.wait_ready(deadline)
             if problem is None or self.upstreams.get(upstream_id) is upstream \
                     or trio.current_time() >= deadline:
+                if problem is None:
+                    await self._ctx.caught_up()  # its tools are in the surface, not only ready
                 return problem
 
     def ready_tools(self) -> dict[str, tuple[dict[str, Any], ...]]:

@@ -1,0 +1,107 @@
+"""One surface rebuild per burst of upstream changes (`home/rebuilds.py`), on trio's MockClock."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import trio
+import trio.testing
+
+from tfunnel.home.rebuilds import MAX_PAUSE_S, Rebuilds
+
+
+class Work:
+    """A rebuild: records what it saw (`seen` when it ran) and takes `cost` seconds of real time
+    (the pause after it is measured in real time, and waited for on trio's clock)."""
+
+    def __init__(self, cost: float = 0.0) -> None:
+        self.runs: list[int] = []
+        self.seen = 0
+        self.fail = False
+        self.cost = cost
+
+    def __call__(self) -> None:
+        self.runs.append(self.seen)
+        time.sleep(self.cost)
+        if self.fail:
+            raise RuntimeError("boom")
+
+
+def test_without_its_task_a_request_rebuilds_at_once() -> None:
+    work = Work()
+    rebuilds = Rebuilds(work)
+    rebuilds.request()
+    rebuilds.request()
+    assert len(work.runs) == 2
+
+
+@pytest.mark.trio_clock
+async def test_a_burst_is_one_rebuild_and_caught_up_waits_for_it() -> None:
+    work = Work()
+    rebuilds = Rebuilds(work)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(rebuilds.run)
+        rebuilds.request()  # idle: rebuilt at the next scheduler pass
+        await trio.testing.wait_all_tasks_blocked()
+        assert len(work.runs) == 1
+        for _ in range(10):  # a burst: taken in together
+            work.seen += 1
+            rebuilds.request()
+        await rebuilds.caught_up()
+        assert work.runs == [0, 10]
+        await rebuilds.caught_up()  # nothing asked since: returns at once
+        assert len(work.runs) == 2
+        nursery.cancel_scope.cancel()
+
+
+@pytest.mark.trio_clock
+async def test_changes_during_the_pause_wait_for_it_and_no_longer() -> None:
+    """After a rebuild of 20 ms the next waits twice that (changes coalesce meanwhile); after one
+    of a second, no more than MAX_PAUSE_S."""
+    for cost, pause in ((0.02, 0.04), (1.0, MAX_PAUSE_S)):
+        work = Work(cost)
+        rebuilds = Rebuilds(work)
+        async with trio.open_nursery() as nursery:
+            await nursery.start(rebuilds.run)
+            rebuilds.request()
+            await trio.testing.wait_all_tasks_blocked()
+            started = trio.current_time()
+            for _ in range(3):
+                rebuilds.request()
+            await rebuilds.caught_up()
+            # A real sleep never ends early (the lower bound); the cap holds on trio's clock.
+            assert pause <= trio.current_time() - started <= MAX_PAUSE_S
+            assert len(work.runs) == 2
+            nursery.cancel_scope.cancel()
+
+
+@pytest.mark.trio_clock
+async def test_a_failing_rebuild_keeps_the_task_and_the_waiters_going() -> None:
+    work = Work()
+    work.fail = True
+    rebuilds = Rebuilds(work)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(rebuilds.run)
+        rebuilds.request()
+        await rebuilds.caught_up()
+        work.fail = False
+        rebuilds.request()
+        await rebuilds.caught_up()
+        assert len(work.runs) == 2
+        nursery.cancel_scope.cancel()
+
+
+@pytest.mark.trio_clock
+async def test_a_request_left_when_the_task_ends_is_not_lost() -> None:
+    work = Work()
+    rebuilds = Rebuilds(work)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(rebuilds.run)
+        rebuilds.request()
+        await trio.testing.wait_all_tasks_blocked()
+        rebuilds.request()  # in the pause after the first rebuild
+        nursery.cancel_scope.cancel()
+    assert len(work.runs) == 2
+    rebuilds.request()  # the task is gone: at once again
+    assert len(work.runs) == 3
