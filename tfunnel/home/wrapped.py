@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from tfunnel.config.model import Settings
 from tfunnel.home.live import Live
 from tfunnel.home.reviewed import Reviewed
 from tfunnel.protocol.session import CARRIED_CLIENT_CAPABILITIES
@@ -34,14 +35,18 @@ class Faces:
         self._known: dict[str, tuple[Upstream, Connection]] = {}
         # Set by the stdio transport: its one client is presented upstream as itself.
         self.mirroring = False
+        self._funnel: tuple[Settings, Face] | None = None  # tfunnel's face, for its settings
 
     def face(self) -> Face:
         """Who the server is now; raises `ProtocolError` under a wrap whose upstream has not
         connected in this process (there is no identity to show, and ours would be a lie)."""
         wrap = self._live.catalog.wrap
-        if wrap is None:
-            return funnel_face(self._live.settings, lambda: self._funnel_instructions(None),
-                               self._funnel_instructions)
+        if wrap is None:  # tfunnel's own: the same face while the settings are the same object
+            settings = self._live.settings
+            if self._funnel is None or self._funnel[0] is not settings:
+                self._funnel = (settings, funnel_face(settings, lambda: self._funnel_instructions(None),
+                                                      self._funnel_instructions))
+            return self._funnel[1]
         uid = wrap.upstream
         connection = self._connection(uid)
         if connection is None:

@@ -182,11 +182,17 @@ class _ModernSite:
         responses = params.get("inputResponses", {})
         if not isinstance(responses, dict):
             raise ProtocolError(INVALID_PARAMS, 'Invalid params: "inputResponses" must be an object')
-        self._binding = mrtr.binding(self._request.method, params)
         token = params.get("requestState")
-        state = self._sealer.open(token, self._binding) if token is not None else None
+        state = self._sealer.open(token, self._bound()) if token is not None else None
         self._approved = set(state.approved if state else ())
         return responses, state
+
+    def _bound(self) -> str:
+        """What ties a state to this request (`mrtr.binding`): a digest of the canonical params,
+        made only when a state is opened or sealed (most requests carry none and ask nothing)."""
+        if not self._binding:
+            self._binding = mrtr.binding(self._request.method, self._request.params)
+        return self._binding
 
     def _ask(self, responses: dict[str, Any], state: mrtr.RequestState | None) -> AskUser | None:
         # Answers count only for the questions our sealed state says were asked: without a
@@ -245,7 +251,7 @@ class _ModernSite:
     def _input_required(self, name: str, outcome: NeedsInput) -> dict[str, Any]:
         questions = [key[len(CONFIRM_PREFIX):] for key in outcome.requests if key.startswith(CONFIRM_PREFIX)]
         try:
-            sealed = self._sealer.seal(self._binding, approved=sorted(self._approved), asked=questions,
+            sealed = self._sealer.seal(self._bound(), approved=sorted(self._approved), asked=questions,
                                        upstream_state=outcome.upstream_state, parked=outcome.parked)
         except ValueError:  # an upstream's own state too large to carry inside ours
             return ToolResult.failure(f"{name!r} needs input, but its upstream's requestState is "
