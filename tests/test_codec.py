@@ -98,3 +98,18 @@ def test_non_finite_floats_are_written_as_null() -> None:
     line = jsonrpc.encode(jsonrpc.result_message(1, {"a": math.nan, "b": math.inf}))
     written = json.loads(line, parse_constant=lambda c: pytest.fail(f"wrote {c}"))
     assert written["result"] == {"a": None, "b": None}
+
+
+def test_files_are_written_the_same_way_by_either_codec(tmp_path: Any) -> None:
+    """`write_json_atomic(finite=True)` (orjson) writes the same bytes as the standard library for
+    a document tfunnel builds; without `finite`, an operator's Infinity stays Infinity."""
+    from tfunnel.config.atomic import write_json_atomic
+
+    document = {"version": 1, "upstreams": {"é": {"approved": {"tool:t": {"digest": "sha256:x"}}}},
+                "list": [1, 2.5, None, True, [], {}], "text": "a\nb\u2028"}
+    fast, plain = tmp_path / "fast.json", tmp_path / "plain.json"
+    write_json_atomic(fast, document, finite=True)
+    write_json_atomic(plain, document)
+    assert fast.read_bytes() == plain.read_bytes()
+    write_json_atomic(plain, {"timeout": math.inf})
+    assert json.loads(plain.read_text())["timeout"] == math.inf

@@ -75,7 +75,7 @@ def read(home: Path) -> Reading[Book]:
 def write(home: Path, book: Book) -> None:
     path = home / APPROVALS_FILE
     document = to_document(book)
-    write_json_atomic(path, document)
+    write_json_atomic(path, document, finite=True)  # pins store non-finite numbers as text
     after = _signature(path)
     if after is not None:
         _LAST[path] = (after, Reading(APPROVALS, "valid", book, document=document))

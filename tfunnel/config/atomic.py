@@ -41,12 +41,19 @@ def write_atomic(path: Path, data: bytes) -> None:
         os.close(dir_fd)
 
 
-def write_json_atomic(path: Path, value: Any) -> None:
-    """Write `value` as indented JSON with a trailing newline, atomically (orjson, ten times
-    faster on a large approvals book or listing; the standard library for what it refuses)."""
-    try:
-        data = orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE)
-    except (TypeError, orjson.JSONEncodeError):
+def write_json_atomic(path: Path, value: Any, *, finite: bool = False) -> None:
+    """Write `value` as indented JSON with a trailing newline, atomically. With `finite` the caller
+    vouches that `value` holds no NaN or infinity (documents tfunnel builds itself, such as the
+    approvals book and the tool listing): it is encoded by orjson, ten times faster on a large
+    document, which would write those as null. Otherwise the standard library, which writes what
+    it read (an operator's `Infinity` stays `Infinity`)."""
+    data: bytes | None = None
+    if finite:
+        try:
+            data = orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE)
+        except (TypeError, orjson.JSONEncodeError):
+            data = None
+    if data is None:
         data = (json.dumps(value, indent=2, ensure_ascii=False) + "\n").encode()
     write_atomic(path, data)
 

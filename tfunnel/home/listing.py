@@ -65,7 +65,7 @@ class ListingCache:
                     "tools": [{"upstream": t.upstream, "tool": t.tool, "surfaced": t.surfaced,
                                "title": t.title} for t in tools]}
         try:
-            write_json_atomic(self._path, document)
+            write_json_atomic(self._path, document, finite=True)  # names and titles only
         except OSError as exc:
             if not self._failed:
                 log.warning("cannot keep the upstream tool listing for the command line",
