@@ -167,3 +167,15 @@ def test_no_match_and_limit() -> None:
     assert cat.briefs(query="zebra") == []
     assert cat.briefs(query="the a of") == []
     assert len(cat.briefs(query="file folder text document", limit=2)) == 2
+
+
+def test_what_a_client_asks_for_never_grows_a_catalog() -> None:
+    """Any number of distinct categories and filters, with or without a query: the catalog keeps
+    one listing of its tools (a narrowed index lives in `search.index`'s bounded cache)."""
+    cat = catalog()
+    for index in range(200):
+        cat.briefs(category=f"c{index}")
+        cat.briefs(category=f"c{index}", query="clock")
+        cat.briefs(filter=f"f{index}", query="clock")
+    assert list(cat._listings) == ["tools"]
+    assert search.index.cache_info().currsize <= search.INDEX_CACHE

@@ -205,37 +205,26 @@ _COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 _COMPACT_ASCII = json.JSONEncoder(separators=(",", ":"))
 
 
-def to_json(value: Any) -> str:
-    """Compact JSON that always encodes as UTF-8: text that cannot (a lone surrogate a peer
-    sent us) falls back to ASCII escapes instead of failing."""
+def to_bytes(value: Any, *, line: bool = False) -> bytes:
+    """Compact JSON as UTF-8 (an HTTP body, an SSE event's data; with `line`, one NDJSON line:
+    both codecs escape newlines inside strings, so none is embedded). Always encodable: text that
+    UTF-8 cannot carry (a lone surrogate a peer sent us) falls back to ASCII escapes."""
     try:
-        return orjson.dumps(value).decode()
+        return orjson.dumps(value, option=orjson.OPT_APPEND_NEWLINE if line else 0)
     except (TypeError, orjson.JSONEncodeError):
         pass
-    text = _COMPACT.encode(value)
     try:
-        text.encode()
+        data = _COMPACT.encode(value).encode()
     except UnicodeEncodeError:
-        return _COMPACT_ASCII.encode(value)
-    return text
+        data = _COMPACT_ASCII.encode(value).encode()
+    return data + b"\n" if line else data
 
 
-def to_bytes(value: Any) -> bytes:
-    """`to_json`, as UTF-8 bytes (an HTTP body, an SSE event's data)."""
-    try:
-        return orjson.dumps(value)
-    except (TypeError, orjson.JSONEncodeError):
-        return to_json(value).encode()
+def to_json(value: Any) -> str:
+    """`to_bytes` as text."""
+    return to_bytes(value).decode()
 
 
 def encode(message: dict[str, Any]) -> bytes:
-    """One line of UTF-8 JSON; both codecs escape newlines inside strings, so none is embedded."""
-    try:
-        return orjson.dumps(message, option=orjson.OPT_APPEND_NEWLINE)
-    except (TypeError, orjson.JSONEncodeError):
-        pass
-    text = _COMPACT.encode(message) + "\n"
-    try:
-        return text.encode()
-    except UnicodeEncodeError:  # as in `to_json`: escape what UTF-8 cannot carry
-        return _COMPACT_ASCII.encode(message).encode() + b"\n"
+    """One NDJSON line of a message."""
+    return to_bytes(message, line=True)

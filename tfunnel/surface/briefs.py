@@ -38,19 +38,21 @@ class Listing:
         self.briefs = tuple(briefs)
         self._index: search.Index | None = None
 
-    def narrow(self, filter: str, query: str, limit: int | None) -> list[Brief]:
-        """`filter` (a substring of id, name or summary), then `query` (`search.Index`, best
-        first, at most `limit` or `DEFAULT_LIST_LIMIT`) or, without one, the first `limit`."""
-        if not filter:
+    def narrow(self, filter: str, query: str, limit: int | None, category: str = "") -> list[Brief]:
+        """`category` (exact) and `filter` (a substring of id, name or summary), then `query`
+        (`search.Index`, best first, at most `limit` or `DEFAULT_LIST_LIMIT`) or, without one, the
+        first `limit`. The whole listing's index is kept here; a narrowed one's by `search.index`
+        (a bounded cache: what a client asks for never grows the catalog)."""
+        if not filter and not category:
             if not query:
                 return list(self.briefs[:limit] if limit is not None else self.briefs)
             if self._index is None:
                 self._index = search.Index(tuple(b.text for b in self.briefs))
             return self._ranked(self.briefs, self._index, query, limit)
         needle = filter.lower()
-        candidates = [b for b in self.briefs if needle in f"{b.id} {b.name} {b.summary}".lower()]
+        candidates = [b for b in self.briefs if (not category or b.category == category)
+                      and needle in f"{b.id} {b.name} {b.summary}".lower()]
         if query:
-            # A filtered list's index is kept by `search.index`, for the next query like it.
             return self._ranked(candidates, search.index(tuple(b.text for b in candidates)), query, limit)
         return candidates[:limit] if limit is not None else candidates
 

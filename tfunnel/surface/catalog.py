@@ -108,7 +108,7 @@ class Catalog:
         # Resolved visibility by (name, kind): a catalog is rebuilt whenever the state changes.
         self._visibility: dict[tuple[str, Kind], Resolved] = {}
         self._views: dict[Chosen, Catalog] = {}
-        self._listings: dict[str, Listing] = {}  # by kind (tools: by category), built on first use
+        self._listings: dict[str, Listing] = {}  # by kind (tools, prompts, resources), built on first use
         # Under a profile: each prompt and resource, by its gate name.
         self._items: dict[tuple[str, Kind], UpstreamPrompt | UpstreamResource] = {}
         self._excluded: set[tuple[str, Kind]] = set()  # what the profile leaves out, as seen
@@ -280,16 +280,15 @@ class Catalog:
     ) -> list[dict[str, str]]:
         """Enabled tools as `{id, name, summary, category}`: local first (register order), then
         upstream tools (config order)."""
-        listing = self._listings.get(f"tools:{category}")
+        listing = self._listings.get("tools")
         if listing is None:
             candidates = [briefs.tool_brief(e) for e in self.register.tools
                           if self.visibility(e.id, "local").enabled]
             candidates += [briefs.upstream_brief(t) for t in self.upstream
                            if self.visibility(t.surfaced, "upstream").enabled]
-            listing = self._listings[f"tools:{category}"] = Listing(
-                b for b in candidates if not category or b.category == category)
+            listing = self._listings["tools"] = Listing(candidates)
         return [{"id": b.id, "name": b.name, "summary": b.summary, "category": b.category}
-                for b in listing.narrow(filter, query, limit)]
+                for b in listing.narrow(filter, query, limit, category)]
 
     def prompt_briefs(self, *, filter: str = "", query: str = "", limit: int | None = None
                       ) -> list[dict[str, Any]]:
