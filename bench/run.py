@@ -421,7 +421,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             sets[upstream.name] = make_targets(home, upstream)
             if args.before is not None:
                 before_home = Path(tmp) / f"before-home-{upstream.name}"
-                prepare_home(before_home, upstream)
+                prepare_home(before_home, upstream, args.before)
                 sets[upstream.name] += make_before_targets(before_home, args.before.resolve(), upstream)
             if upstream is FAST and not args.no_http:
                 http = make_http_targets(home, upstream)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import compileall
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Mapping
@@ -91,15 +92,18 @@ def upstream_entry(upstream_id: str, argv: tuple[str, ...], outside_home: bool) 
     return entry
 
 
-def seed_home(home: Path) -> None:
-    """Seed `home` with `tfunnel check`."""
-    subprocess.run([PYTHON, "-m", "tfunnel", "--home", str(home), "check"], check=True,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+def seed_home(home: Path, tree: Path | None = None) -> None:
+    """Seed `home` with `tfunnel check` (of the checkout `tree`, default this one: a home seeded
+    by a newer tree may hold rows an older gateway refuses, such as an http hook)."""
+    where = {"env": {**os.environ, "PYTHONPATH": str(tree)}} if tree is not None else {}
+    subprocess.run([PYTHON, "-P", "-m", "tfunnel", "--home", str(home), "check"], check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, **where)  # type: ignore[call-overload]
 
 
-def prepare_home(home: Path, upstream: Upstream = PYTHON_MOCK) -> None:
-    """Seed `home` with `tfunnel check`, attach `upstream`, turn every hook and the audit log off."""
-    seed_home(home)
+def prepare_home(home: Path, upstream: Upstream = PYTHON_MOCK, tree: Path | None = None) -> None:
+    """Seed `home` with `tfunnel check` (of `tree`, see `seed_home`), attach `upstream`, turn every
+    hook and the audit log off."""
+    seed_home(home, tree)
     # Curate echo and slow under their default names, so "<id>_echo" is both a top-level tool and
     # the name toolfunnel_run_tool resolves (an "as" rename would hide the default name).
     expose = {
