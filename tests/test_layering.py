@@ -37,6 +37,8 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     # auth/ is the HTTP service's resource server: config helpers, protocol and errors, nothing above.
     "auth": ("tfunnel.serve", "tfunnel.route", "tfunnel.surface", "tfunnel.gate", "tfunnel.tools",
              "tfunnel.upstream", "tfunnel.home", "tfunnel.manage", *_TOP),
+    # ui/ is a face of the management operations: it composes nothing (app_http and cli build it).
+    "ui": _TOP,
     "serve": ("tfunnel.tools", "tfunnel.surface", "tfunnel.gate", "tfunnel.upstream.session",
               "tfunnel.upstream.client", "tfunnel.manage", *_TOP),
 }

@@ -91,6 +91,7 @@ class Gateway:
     # these, so an edit that lands while the gateway starts is still applied.
     read_as: dict[Path, Signature] = field(default_factory=dict)
     rebuilds: Rebuilds | None = None  # run by `running` (without it, each change rebuilds at once)
+    management: Management | None = None  # the tf_* runner (the admin UI runs its operations too)
 
 
 def build(home: Path, environ: Mapping[str, str] | None = None, observer: Observer | None = None, *,
@@ -155,7 +156,7 @@ def build(home: Path, environ: Mapping[str, str] | None = None, observer: Observ
                     face=faces.face, settle=faces.settle, meet=faces.meet, waiting=faces.waiting,
                     choose=lambda who: profiles.choose(live.settings.profiles, who, profile))
     gateway = Gateway(home, live, audit, gate, supervisor, surface, router, approvals, faces, start.get(AUTH),
-                      read_as, rebuilds)
+                      read_as, rebuilds, management)
     approvals.on_write = lambda: read_as.__setitem__(home / APPROVALS_FILE, signature(home / APPROVALS_FILE))
     appliers.update(live_appliers(gateway))
     return gateway

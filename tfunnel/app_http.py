@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from tfunnel.auth.gate import AuthGate
     from tfunnel.serve.http import HttpApp
     from tfunnel.serve.metrics import Metrics
+    from tfunnel.ui.web import UiApp
 
 log = structlog.get_logger("tfunnel.app")
 
@@ -30,10 +31,12 @@ class BindRefused(Exception):
     """`serve --http` was asked to listen on a non-loopback address without authentication on."""
 
 
-async def run_http(gateway: Gateway, metrics: Metrics, host: str, port: int, grace_s: float) -> int:
+async def run_http(gateway: Gateway, metrics: Metrics, host: str, port: int, grace_s: float,
+                   ui: tuple[str, int] | None = None) -> int:
     """Serve HTTP until SIGINT/SIGTERM (130/143): refuse new MCP requests (503) while the
     operations endpoints keep answering, let in-flight calls finish within `grace_s`, then close
-    the listener, cancel the rest and close every upstream. SIGHUP reloads the config."""
+    the listener, cancel the rest and close every upstream. SIGHUP reloads the config. With `ui`
+    (host, port), the admin UI is served there too, until the drain ends."""
     # Imported here, not at the top: the stdio gateway never needs the HTTP stack, and its cold
     # start (what a desktop client waits for) should not pay for importing it.
     import hypercorn.config
@@ -106,6 +109,9 @@ async def run_http(gateway: Gateway, metrics: Metrics, host: str, port: int, gra
             # The keys are fetched and renewed in the gate's own task, never in a request's.
             await nursery.start(gate.run)
         urls = await nursery.start(_serve_http, app, config, shutdown)
+        if ui is not None:
+            from tfunnel.ui.server import serve_ui
+            await nursery.start(serve_ui, ui_app(gateway), ui[0], ui[1], shutdown)
         # Clients are served from here on, upstreams or not; systemd and /readyz hear "ready"
         # once the upstreams have had their start window.
         log.info("listening", urls=urls, server=live.settings.server_name)
@@ -114,6 +120,21 @@ async def run_http(gateway: Gateway, metrics: Metrics, host: str, port: int, gra
         await app.stopped.wait()
     notifier.close()
     return signals.exit_code
+
+
+def ui_app(gateway: Gateway) -> UiApp:
+    """The admin UI beside this gateway: its live surface, hooks and supervisor, and its
+    management runner (changes apply at once)."""
+    from tfunnel.observe.tokens import Counter
+    from tfunnel.ui.live import Hub
+    from tfunnel.ui.views import Source
+    from tfunnel.ui.web import UiApp
+
+    management = gateway.management
+    assert management is not None
+    live = gateway.live
+    return UiApp(Source("gateway", management, management.env, gateway.audit, lambda: live.hooks,
+                        Counter(live.settings.tokens)), Hub())
 
 
 def http_auth(gateway: Gateway) -> AuthConfig | None:

@@ -103,6 +103,7 @@ def parser() -> argparse.ArgumentParser:
         "settings": "show the gateway settings, or set some (they apply after a restart)",
         "approvals": "list, diff or accept upstream descriptors held for approval (pinning)",
         "wrap": "show the wrap, make one upstream the whole surface (wrap ID), or clear it (--off)",
+        "ui": "serve the admin web UI alone on loopback (it edits the home; gateways apply it live)",
         "completion": "print a shell completion script (bash or zsh)",
     }
     subs = {name: sub.add_parser(name, help=text, description=text) for name, text in commands.items()}
@@ -118,6 +119,17 @@ def parser() -> argparse.ArgumentParser:
                                help="HTTP port (default: httpPort of toolfunnel.json, 9998; 0 = any)")
     subs["serve"].add_argument("--grace", type=_grace, default=10.0,
                                help="seconds in-flight HTTP calls get to finish at SIGTERM (default 10)")
+    subs["serve"].add_argument("--ui", action="store_true",
+                               help="with --http: serve the admin web UI beside it, on loopback")
+    subs["serve"].add_argument("--ui-host", default="127.0.0.1",
+                               help="the admin UI's bind address: loopback only (default 127.0.0.1)")
+    subs["serve"].add_argument("--ui-port", type=_port, default=None,
+                               help="the admin UI's port (default: uiPort of toolfunnel.json, 9777; 0 = any)")
+    subs["ui"].add_argument("--host", default="127.0.0.1",
+                            help="bind address: loopback only (127.0.0.0/8, ::1, localhost; "
+                            "default 127.0.0.1)")
+    subs["ui"].add_argument("--port", type=_port, default=None,
+                            help="port (default: uiPort of toolfunnel.json, 9777; 0 = any)")
     subs["call"].add_argument("name", help="a tool id or name, or a meta-tool")
     subs["call"].add_argument("args", nargs="?", default="{}", help="arguments as a JSON object")
     ops_cmd.add_tool_arguments(subs["tool"], common, tuple(VISIBILITY_ACTIONS))
@@ -212,8 +224,13 @@ def _main(argv: Sequence[str] | None) -> int:
             if getattr(args, "http", False):
                 if args.profile is not None:
                     parser().error("--profile is for stdio; over HTTP a profile is chosen by its `match`")
-                return _serve_http(home, args.host, args.port, args.grace)
+                ui = (args.ui_host, args.ui_port) if args.ui else None
+                return _serve_http(home, args.host, args.port, args.grace, ui)
+            if getattr(args, "ui", False):
+                parser().error("--ui goes with --http; beside a stdio gateway run `tfunnel ui`")
             return _serve(home, getattr(args, "profile", None))
+        if command == "ui":
+            return _ui(home, args.host, args.port)
         if command == "check":
             return _check(home)
         if command == "call":
@@ -303,25 +320,51 @@ def _serve(home: ResolvedHome, profile: str | None = None) -> int:
     return trio.run(run_stdio, gateway)
 
 
-def _serve_http(home: ResolvedHome, host: str, port: int | None, grace: float) -> int:
+def _ui(home: ResolvedHome, host: str, port: int | None) -> int:
+    from tfunnel.ui.server import UiBindRefused, run_standalone
+
+    try:
+        return trio.run(run_standalone, home.path, host, port)
+    except UiBindRefused as exc:
+        print(f"tfunnel: {exc}", file=sys.stderr)
+        return 1
+    except BaseExceptionGroup as group:
+        return _listen_failed(group, host, port)
+
+
+def _serve_http(home: ResolvedHome, host: str, port: int | None, grace: float,
+                ui: tuple[str, int | None] | None = None) -> int:
     from tfunnel.serve.metrics import Metrics  # only the HTTP service pays for prometheus_client
 
+    if ui is not None:
+        from tfunnel.ui.server import UiBindRefused, check_bind
+        try:
+            check_bind(ui[0])  # before anything starts
+        except UiBindRefused as exc:
+            print(f"tfunnel: {exc}", file=sys.stderr)
+            return 1
     metrics = Metrics()
     gateway = build(home.path, observer=metrics)
     port = gateway.live.settings.http_port if port is None else port
+    ui_bind = None if ui is None else (ui[0], gateway.live.settings.ui_port if ui[1] is None else ui[1])
     try:
-        return trio.run(run_http, gateway, metrics, host, port, grace)
+        return trio.run(run_http, gateway, metrics, host, port, grace, ui_bind)
     except BindRefused as exc:
         print(f"tfunnel: {exc}", file=sys.stderr)
         return 1
     except BaseExceptionGroup as group:  # the listener fails inside the server's nursery
-        failed, _ = group.split(OSError)
-        if failed is None:
-            raise
-        error = _leaf(failed)
-        print(f"tfunnel: cannot listen on {host}:{port}: {getattr(error, 'strerror', None) or error}",
-              file=sys.stderr)
-        return 1
+        return _listen_failed(group, host, port)
+
+
+def _listen_failed(group: BaseExceptionGroup[BaseException], host: str, port: int | None) -> int:
+    """A listener that could not bind (an OSError inside the server's nursery): say so, exit 1."""
+    failed, _ = group.split(OSError)
+    if failed is None:
+        raise group
+    error = _leaf(failed)
+    where = f"{host}:{port}" if port is not None else host
+    print(f"tfunnel: cannot listen on {where}: {getattr(error, 'strerror', None) or error}", file=sys.stderr)
+    return 1
 
 
 def _leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:

@@ -223,6 +223,10 @@ class Management:
     def home(self) -> Path:
         return self._env.home
 
+    @property
+    def env(self) -> Env:
+        return self._env
+
     def _question(self, entry: ToolEntry, plan: Plan) -> str | None:
         return question(self._env.settings().gate.confirm_management, entry.id, plan)
 
@@ -261,6 +265,27 @@ class Management:
                 written = commit(self._env.home, plan.change, self._audit, via="tf", by=session_id)
                 self._apply(written)
         return _result(plan.result)
+
+
+    async def operate(self, name: str, args: Mapping[str, Any], *, via: str) -> dict[str, Any]:
+        """Run the management operation `name` for the operator (the admin UI): the same checks,
+        plan, write and apply as its tf_* tool, with nothing asked (the operator is the one
+        asking), audited with `via`. Returns the result with `ok`; raises `ToolFailure`."""
+        builtin = BUILTINS.get(name)
+        if builtin is None:
+            raise ToolFailure(f"no management operation named {name!r}")
+        validate_args(builtin.name, builtin.input_schema, args)
+        if not encodable(args):
+            raise ToolFailure(f"{name}: an argument holds a string that is not valid Unicode")
+        if builtin.read is not None:
+            return {"ok": True, **await builtin.read(self._env, args)}
+        assert builtin.plan is not None
+        async with self._lock:
+            plan = builtin.plan(self._env, args)
+            if plan.change is not None:
+                written = commit(self._env.home, plan.change, self._audit, via=via)
+                self._apply(written)
+        return {"ok": True, **plan.result}
 
 
 def _result(result: Mapping[str, Any]) -> ToolResult:
