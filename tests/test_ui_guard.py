@@ -23,7 +23,7 @@ def test_bind_is_loopback_only(host: str, refused: bool) -> None:
     refusal = guard.bind_refusal(host)
     assert (refusal is not None) is refused
     if refused:
-        assert "SSH tunnel" in refusal and repr(host) in refusal
+        assert refusal is not None and "SSH tunnel" in refusal and repr(host) in refusal
 
 
 @pytest.mark.parametrize(("method", "changes", "expected"), [
@@ -98,7 +98,8 @@ def test_an_empty_token_never_matches() -> None:
     ([], True, False, ["upstreams"]),
     ([], True, True, ["upstreams", "tools", "surface"]),
 ])
-def test_what_each_change_reloads(files: list[str], upstreams: bool, tools: bool, expected: list[str]) -> None:
+def test_what_each_change_reloads(files: list[str], upstreams: bool, tools: bool,
+                                  expected: list[str]) -> None:
     assert changed_views(files, upstreams, tools) == expected
 
 

@@ -1,0 +1,233 @@
+"""The admin UI over real loopback sockets: what it refuses (non-loopback binds, hostile Hosts,
+cross-origin and token-less changes, oversized bodies), the headers on everything it serves,
+its operations (the management operations, audited via "ui") and its live socket."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+import trio
+from mcp import Client
+from trio_websocket import open_websocket_url
+
+from tests.uigw import ui_alone, ui_gateway
+from tests.wire import gateway_argv
+
+pytestmark = pytest.mark.timeout(120)
+
+CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
+       "base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
+
+
+def state(home: Path) -> bytes:
+    path = home / "tools" / "tools.state.json"
+    return path.read_bytes() if path.exists() else b""
+
+
+def audit_records(home: Path) -> list[dict[str, Any]]:
+    path = home / "logs" / "toolfunnel.log.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def assert_guarded_headers(answer: httpx2.Response) -> None:
+    assert answer.headers["cache-control"] == "no-store"
+    assert answer.headers["content-security-policy"] == CSP
+    assert answer.headers["x-content-type-options"] == "nosniff"
+    assert answer.headers["x-frame-options"] == "DENY"
+    assert "access-control-allow-origin" not in answer.headers
+
+
+@pytest.mark.parametrize("argv", [
+    ["ui", "--host", "0.0.0.0", "--port", "0"],
+    ["ui", "--host", "192.168.1.1", "--port", "0"],
+    ["serve", "--http", "--port", "0", "--ui", "--ui-host", "0.0.0.0", "--ui-port", "0"],
+    ["serve", "--http", "--port", "0", "--ui", "--ui-host", "127.0.0.1.nip.io", "--ui-port", "0"],
+])
+def test_a_non_loopback_bind_is_refused(home: Path, argv: list[str]) -> None:
+    done = subprocess.run([*gateway_argv(home), *argv], capture_output=True, text=True, timeout=60,
+                          stdin=subprocess.DEVNULL)
+    assert done.returncode == 1, done.stderr
+    assert "loopback only" in done.stderr and "SSH tunnel" in done.stderr
+    assert "listening" not in done.stderr  # neither the UI nor the gateway ever listened
+
+
+def test_ui_without_http_is_a_usage_error(home: Path) -> None:
+    done = subprocess.run([*gateway_argv(home), "serve", "--ui"], capture_output=True, text=True, timeout=60,
+                          stdin=subprocess.DEVNULL)
+    assert done.returncode == 2 and "tfunnel ui" in done.stderr
+
+
+async def test_the_page_and_its_assets_carry_the_guard_headers(home: Path) -> None:
+    async with ui_alone(home) as ui, httpx2.AsyncClient(timeout=10) as http:
+        page = await http.get(f"{ui.url}/")
+        assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+        assert_guarded_headers(page)
+        assert "__CSRF__" not in page.text and len(ui.token) >= 40
+        assert "<script>" not in page.text and " style=" not in page.text and " onclick=" not in page.text
+        script = await http.get(f"{ui.url}/app.js")
+        assert script.status_code == 200 and script.headers["content-type"].startswith("text/javascript")
+        assert_guarded_headers(script)
+        for path in ("/../pyproject.toml", "/%2e%2e/pyproject.toml", "/static/app.js", "/api/nope",
+                     "/ui/web.py", "/__init__.py"):
+            missing = await http.get(f"{ui.url}{path}")
+            assert missing.status_code == 404, path
+            assert_guarded_headers(missing)
+        status = await ui.view(http, "status")
+        assert status["mode"] == "standalone" and status["counts"]["upstreams"] == 1
+        # A second process has another token: one page's token is no good elsewhere.
+    async with ui_alone(home) as other:
+        assert other.token != ui.token
+
+
+async def test_hostile_hosts_and_cross_origin_changes_are_refused(home: Path) -> None:
+    before = state(home)
+    async with ui_alone(home) as ui, httpx2.AsyncClient(timeout=10) as http:
+        body = json.dumps({"id": "echo", "action": "hot"})
+        op = f"{ui.url}/api/op/tf_tool_set"
+        refused = {
+            "hostile Host (GET)": await http.get(f"{ui.url}/api/tools",
+                                                 headers={"host": "evil.example:9777"}),
+            "rebinding Host": await http.post(op, content=body, headers=ui.headers(host="127.0.0.1.nip.io")),
+            "cross-origin": await http.post(op, content=body, headers=ui.headers(origin="http://evil.example")),
+            "other loopback origin": await http.post(op, content=body,
+                                                     headers=ui.headers(origin="http://127.0.0.1:1")),
+            "cross-site fetch": await http.post(op, content=body, headers=ui.headers(**{"sec-fetch-site":
+                                                                                         "cross-site"})),
+            "no token": await http.post(op, content=body, headers={k: v for k, v in ui.headers().items()
+                                                                   if k != "x-tfunnel-csrf"}),
+            "wrong token": await http.post(op, content=body,
+                                           headers=ui.headers(**{"x-tfunnel-csrf": "guess"})),
+            "a form's type": await http.post(op, content=body, headers=ui.headers(**{"content-type":
+                                                                                      "text/plain"})),
+            "PUT": await http.put(op, content=body, headers=ui.headers()),
+        }
+        for why, answer in refused.items():
+            assert answer.status_code in (403, 405, 415), why
+            assert answer.json()["ok"] is False, why
+            assert_guarded_headers(answer)
+        assert refused["cross-origin"].json()["error"] == "forbidden: cross-origin request (CSRF guard)"
+        assert "CSRF token" in refused["wrong token"].json()["error"]
+        assert state(home) == before  # nothing was written
+        big = await http.post(f"{ui.url}/api/op/tf_tool_add", headers=ui.headers(),
+                              content=json.dumps({"id": "big", "name": "Big", "scriptText": "x" * 300_000}))
+        assert big.status_code == 413 and big.json()["error"] == "request body too large"
+        bad = await http.post(op, content=b"{not json", headers=ui.headers())
+        assert bad.status_code == 400 and "JSON" in bad.json()["error"]
+        listing = await http.post(f"{ui.url}/api/op/tf_list", content=b"{}", headers=ui.headers())
+        assert listing.status_code == 404  # only the operations the UI offers
+        assert state(home) == before
+        # The same change from the page itself is taken.
+        done = await ui.op(http, "tf_tool_set", {"id": "echo", "action": "hot"})
+        assert done["_status"] == 200 and done["ok"] is True
+        assert json.loads(state(home))["echo"]["hot"] is True
+
+
+async def test_operations_are_the_management_operations_audited_via_ui(home: Path) -> None:
+    async with ui_alone(home) as ui, httpx2.AsyncClient(timeout=10) as http:
+        on = await ui.op(http, "tf_log", {"action": "enable"})
+        assert on["ok"] is True
+        unknown = await ui.op(http, "tf_tool_set", {"id": "no-such-tool", "action": "hot"})
+        assert unknown["_status"] == 400 and unknown["ok"] is False and "no-such-tool" in unknown["error"]
+        schema = await ui.op(http, "tf_hook_set", {"id": "x", "action": "explode"})
+        assert schema["_status"] == 400 and "action" in schema["error"]
+        script = {"type": "script", "path": "tools/scripts/greet.py"}
+        added = await ui.op(http, "tf_tool_add", {"id": "greet", "name": "Greet", "summary": "Says hi",
+                                                  "invoke": script, "scriptText": "print('hi')\n"})
+        assert added["ok"] is True, added
+        detail = (await http.get(f"{ui.url}/api/tools/detail", params={"id": "greet"})).json()
+        assert detail["entry"]["name"] == "Greet" and detail["scriptText"] == "print('hi')\n"
+        assert (await http.get(f"{ui.url}/api/tools/detail", params={"id": "nope"})).status_code == 404
+        tools = {t["id"]: t for t in (await ui.view(http, "tools"))["tools"]}
+        assert tools["greet"]["enabled"] is True and tools["danger"]["pre"] == []
+        # The seeded guard-danger-demo hook (PreToolUse, "danger|Danger Demo"), once on, fires
+        # for danger only.
+        hook = "pre-tool-use/guard-danger-demo"
+        assert (await ui.op(http, "tf_hook_set", {"id": hook, "action": "enable"}))["ok"] is True
+        tools = {t["id"]: t for t in (await ui.view(http, "tools"))["tools"]}
+        assert tools["danger"]["pre"] == [hook] and tools["danger"]["post"] == []
+        assert tools["echo"]["pre"] == []
+        assert {h["id"]: h for h in (await ui.view(http, "hooks"))["hooks"]}[hook]["enabled"] is True
+        activity = await ui.view(http, "activity")
+        configs = [r for r in activity["entries"] if r["type"] == "config"]
+        assert configs and {r["via"] for r in configs} == {"ui"}
+        assert any(r["file"] == "tools/tools.register.json" for r in configs)
+    assert {"tools/scripts/greet.py", "tools/tools.register.json"} <= {
+        r.get("file") for r in audit_records(home) if r.get("via") == "ui"}
+
+
+async def test_the_live_socket_refuses_other_origins_and_wrong_tokens(home: Path) -> None:
+    """The WebSocket handshake is refused (403, never upgraded) from another origin, without the
+    token or with a wrong one; with both it upgrades (101). Sent by hand: a client library that
+    gives up on a refusal may not close its socket."""
+    upgrade = {"connection": "Upgrade", "upgrade": "websocket", "sec-websocket-version": "13",
+               "sec-websocket-key": "dGhlIHNhbXBsZSBub25jZQ=="}
+    async with ui_alone(home) as ui, httpx2.AsyncClient(timeout=10) as http:
+        for query, origin in ((f"?csrf={ui.token}", "http://evil.example"), (f"?csrf={ui.token}", None),
+                              ("?csrf=wrong", ui.origin), ("", ui.origin)):
+            headers = {**upgrade, **({"origin": origin} if origin else {})}
+            answer = await http.get(f"{ui.url}/api/live{query}", headers=headers)
+            assert answer.status_code == 403, (query, origin)
+        ws = ui.url.replace("http://", "ws://") + f"/api/live?csrf={ui.token}"
+        async with open_websocket_url(ws, extra_headers=[(b"Origin", ui.origin.encode())]) as socket:
+            assert json.loads(await socket.get_message()) == {"type": "hello"}
+
+
+async def next_message(socket: Any, wanted: str, timeout: float = 20) -> dict[str, Any]:
+    with trio.fail_after(timeout):
+        while True:
+            message: dict[str, Any] = json.loads(await socket.get_message())
+            if message["type"] == wanted:
+                return message
+
+
+async def test_beside_a_gateway_changes_apply_at_once_and_upstream_states_are_pushed(home: Path) -> None:
+    """serve --http --ui: a hot toggle from the UI reaches an SDK client's tools/list; killing an
+    upstream is pushed to an open page and shows in the Upstreams view; audit records are pushed."""
+    async with ui_gateway(home) as ui, httpx2.AsyncClient(timeout=10) as http:
+        assert ui.gateway is not None
+        status = await ui.view(http, "status")
+        assert status["mode"] == "gateway"
+        demo = {u["id"]: u for u in (await ui.view(http, "upstreams"))["upstreams"]}["demo"]
+        assert demo["state"] == "ready" and isinstance(demo["pid"], int)
+        ws = ui.url.replace("http://", "ws://") + f"/api/live?csrf={ui.token}"
+        async with open_websocket_url(ws, extra_headers=[(b"Origin", ui.origin.encode())]) as socket, \
+                Client(f"{ui.gateway.url}/mcp", mode="legacy", cache=None) as client:
+            await next_message(socket, "hello")
+            before = [t.name for t in (await client.list_tools()).tools]
+            assert "echo" not in before
+            assert (await ui.op(http, "tf_log", {"action": "enable"}))["ok"] is True
+            assert (await ui.op(http, "tf_tool_set", {"id": "echo", "action": "hot"}))["ok"] is True
+            # Applied at once (no file watcher poll): the client's next list has it.
+            assert "echo" in [t.name for t in (await client.list_tools()).tools]
+            record = (await next_message(socket, "audit"))["record"]
+            assert record["type"] == "config" and record["via"] == "ui"
+            os.kill(demo["pid"], signal.SIGKILL)
+            with trio.fail_after(20):
+                while True:
+                    changed = await next_message(socket, "changed")
+                    if "upstreams" in changed["what"]:
+                        break
+            after = {u["id"]: u for u in (await ui.view(http, "upstreams"))["upstreams"]}["demo"]
+            assert after["pid"] != demo["pid"] or after["state"] != "ready"
+
+
+async def test_ui_sees_what_a_gateway_in_another_process_does(home: Path) -> None:
+    """`tfunnel ui` alone: a change it makes is written for the gateways' watchers; the audit
+    records another process appends are pushed to the page."""
+    async with ui_alone(home) as ui, httpx2.AsyncClient(timeout=10) as http:
+        assert (await ui.op(http, "tf_log", {"action": "enable"}))["ok"] is True
+        ws = ui.url.replace("http://", "ws://") + f"/api/live?csrf={ui.token}"
+        async with open_websocket_url(ws, extra_headers=[(b"Origin", ui.origin.encode())]) as socket:
+            await next_message(socket, "hello")
+            done = await trio.run_process([*gateway_argv(home), "call", "echo", '{"text": "hi"}'],
+                                          capture_stdout=True, capture_stderr=True, check=False)
+            assert done.returncode == 0, done.stderr
+            record = (await next_message(socket, "audit"))["record"]
+            assert record["type"] in ("tool", "gate")
