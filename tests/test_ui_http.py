@@ -231,3 +231,12 @@ async def test_ui_sees_what_a_gateway_in_another_process_does(home: Path) -> Non
             assert done.returncode == 0, done.stderr
             record = (await next_message(socket, "audit"))["record"]
             assert record["type"] in ("tool", "gate")
+
+
+async def test_discovery_connects_an_upstream_once_from_the_ui_alone(home: Path) -> None:
+    async with ui_alone(home) as ui, httpx2.AsyncClient(timeout=30) as http:
+        found = await ui.op(http, "tf_mcp_discover", {"id": "demo"})
+        assert found["ok"] is True and found["connected"] is True, found
+        assert "add" in {t["name"] for t in found["tools"]}
+        missing = await ui.op(http, "tf_mcp_discover", {"id": "nope"})
+        assert missing["_status"] == 400 and "known: demo" in missing["error"]

@@ -11,6 +11,7 @@ from pathlib import Path
 import structlog
 import trio
 
+from tfunnel.config.home import child_environment
 from tfunnel.config.load import load_settings
 from tfunnel.config.model import Settings
 from tfunnel.errors import ConfigError
@@ -26,6 +27,8 @@ from tfunnel.ui import guard
 from tfunnel.ui.live import Hub, Pulse
 from tfunnel.ui.views import Source
 from tfunnel.ui.web import UiApp
+from tfunnel.upstream.states import Context, Identity
+from tfunnel.upstream.supervisor import Supervisor
 
 log = structlog.get_logger("tfunnel.ui")
 
@@ -84,7 +87,11 @@ def standalone_source(home: Path) -> Source:
         except ConfigError:
             return None
 
-    env = replace(cli_env(home), catalog=catalog)
+    settings = _settings(home)
+    # Discovery connects an upstream once, apart from any gateway (none is supervised here).
+    probe = Supervisor(Context(home, child_environment(home), settings.limits,
+                               Identity(settings.client_name, settings.client_version), lambda: None))
+    env = replace(cli_env(home), catalog=catalog, discover=probe.discover)
     audit = AuditLog(home)
 
     def applied(files: Iterable[str]) -> None:  # what gateways apply through their watchers
@@ -98,7 +105,7 @@ def standalone_source(home: Path) -> Source:
             return HookManifest(home / "hooks")
 
     return Source("standalone", Management(env, audit, applied), env, audit, hooks,
-                  Counter(_settings(home).tokens))
+                  Counter(settings.tokens))
 
 
 def _settings(home: Path) -> Settings:
