@@ -1,0 +1,194 @@
+"""The admin UI in a real headless Chromium, against a real `tfunnel serve --http --ui`, with the
+official SDK client connected to the same gateway: what the page does reaches the client, what
+happens in the gateway reaches the page without a reload."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+import trio
+from mcp import Client
+
+from tests.browser import Browser, browser
+from tests.uigw import Ui, ui_gateway
+
+pytestmark = pytest.mark.timeout(150)
+VIEWS = ("surface", "tools", "upstreams", "hooks", "activity", "approvals", "settings")
+
+
+async def open_view(b: Browser, ui: Ui, view: str) -> None:
+    await b.do(lambda page: page.goto(f"{ui.url}/#{view}"))
+    await b.do(lambda page: page.wait_for_selector("#live-status:text('live')"))
+    await b.do(lambda page: page.wait_for_selector(f"#panel-{view}:not([hidden])"))
+
+
+async def appears(b: Browser, selector: str) -> None:
+    await b.do(lambda page: page.wait_for_selector(selector))
+
+
+async def mark_page(b: Browser) -> None:
+    """A value that only survives while the page is not reloaded."""
+    await b.do(lambda page: page.evaluate("window.__notReloaded = 42"))
+
+
+async def still_marked(b: Browser) -> bool:
+    return bool(await b.do(lambda page: page.evaluate("window.__notReloaded === 42")))
+
+
+async def names(client: Client) -> list[str]:
+    return [t.name for t in (await client.list_tools()).tools]
+
+
+async def test_a_hot_toggle_in_the_page_reaches_a_connected_sdk_client(home: Path) -> None:
+    async with ui_gateway(home) as ui, browser() as b:
+        assert ui.gateway is not None
+        async with Client(f"{ui.gateway.url}/mcp", mode="legacy", cache=None) as client:
+            assert "echo" not in await names(client)
+            await open_view(b, ui, "tools")
+            box = 'tr[data-tool="echo"] input[data-axis="hot"]'
+            assert await b.do(lambda page: page.is_checked(box)) is False
+            await b.do(lambda page: page.click(box))
+            await b.do(lambda page: page.wait_for_selector(f"{box}:checked"))
+            with trio.fail_after(10):
+                while "echo" not in await names(client):
+                    await trio.sleep(0.1)
+        assert b.console == []
+
+
+async def test_a_killed_upstream_changes_state_on_the_page_without_a_reload(home: Path) -> None:
+    async with ui_gateway(home) as ui, browser() as b, httpx2.AsyncClient(timeout=10) as http:
+        demo = {u["id"]: u for u in (await ui.view(http, "upstreams"))["upstreams"]}["demo"]
+        assert demo["state"] == "ready"
+        await open_view(b, ui, "upstreams")
+        row = 'tr[data-upstream="demo"]'
+        assert await b.do(lambda page: page.inner_text(f"{row} .upstream-state")) == "ready"
+        await mark_page(b)
+        os.kill(demo["pid"], signal.SIGKILL)
+        # The page hears of the crash and shows the state the supervisor has: not ready, or a
+        # new process already (a fast restart), never the old pid as ready.
+        await b.do(lambda page: page.wait_for_function(
+            "([row, pid]) => { const r = document.querySelector(row); return r !== null && "
+            "(r.querySelector('.upstream-state').textContent !== 'ready' || !r.textContent.includes(pid)); }",
+            arg=[row, str(demo["pid"])]), timeout=30)
+        assert await still_marked(b)
+        assert b.console == []
+
+
+async def test_a_deny_shows_up_in_activity_live(home: Path) -> None:
+    async with ui_gateway(home) as ui, browser() as b, httpx2.AsyncClient(timeout=10) as http:
+        assert ui.gateway is not None
+        assert (await ui.op(http, "tf_log", {"action": "enable"}))["ok"] is True
+        guard = "pre-tool-use/guard-danger-demo"
+        assert (await ui.op(http, "tf_hook_set", {"id": guard, "action": "enable"}))["ok"] is True
+        await open_view(b, ui, "activity")
+        await mark_page(b)
+        async with Client(f"{ui.gateway.url}/mcp", mode="legacy", cache=None) as client:
+            denied = await client.call_tool("toolfunnel_run_tool", {"name": "danger", "args": {}})
+            assert denied.is_error
+        deny = '#activity-list [data-record][data-decision="deny"]'
+        await b.do(lambda page: page.wait_for_selector(deny))
+        text = await b.do(lambda page: page.inner_text(deny))
+        assert "danger" in text
+        assert await still_marked(b)
+        # The filter keeps the deny and drops what is not one.
+        await b.do(lambda page: page.select_option("#activity-filter", "deny"))
+        await b.do(lambda page: page.wait_for_function(
+            "() => { const rows = [...document.querySelectorAll('#activity-list [data-record]')]; "
+            "return rows.length > 0 && rows.every(r => r.dataset.decision === 'deny' || "
+            "r.dataset.type === 'tool'); }"))
+        assert b.console == []
+
+
+BLOCKER = """import sys
+print("blocked from the admin page", file=sys.stderr)
+sys.exit(2)
+"""
+
+
+async def test_a_hook_added_from_the_page_blocks_the_call(home: Path, tmp_path: Path) -> None:
+    marker = tmp_path / "danger.log"  # the Danger Demo's one effect: a line in this file
+    async with ui_gateway(home, {"TOOLFUNNEL_DANGER_LOG": str(marker)}) as ui, browser() as b:
+        assert ui.gateway is not None
+        async with Client(f"{ui.gateway.url}/mcp", mode="legacy", cache=None) as client:
+            ran = await client.call_tool("toolfunnel_run_tool", {"name": "danger", "args": {"n": 1}})
+            assert not ran.is_error and marker.exists()  # without a hook it runs
+            marker.unlink()
+            await open_view(b, ui, "hooks")
+            form = "form#hook-add-form"
+
+            def fill(page: Any) -> None:
+                page.fill(f'{form} [name="id"]', "pre-tool-use/block-danger")
+                page.select_option(f'{form} [name="event"]', "PreToolUse")
+                page.fill(f'{form} [name="matcher"]', "danger")
+                page.fill(f'{form} [name="script"]', "block_danger.py")
+                page.fill(f'{form} [name="scriptText"]', BLOCKER)
+                page.click(f'{form} [type="submit"]')
+
+            await b.do(fill)
+            await b.do(lambda page: page.wait_for_selector('tr[data-hook="pre-tool-use/block-danger"]'))
+            assert (home / "hooks" / "scripts" / "block_danger.py").read_text() == BLOCKER
+            blocked = await client.call_tool("toolfunnel_run_tool", {"name": "danger", "args": {"n": 2}})
+            assert blocked.is_error
+            assert "blocked from the admin page" in str(blocked.content)
+            assert not marker.exists()  # denied: the tool never ran
+        assert b.console == []
+
+
+async def test_a_failed_action_shows_the_operations_error(home: Path) -> None:
+    async with ui_gateway(home) as ui, browser() as b:
+        await open_view(b, ui, "tools")
+        form = "form#tool-add-form"
+
+        def add_echo_again(page: Any) -> None:
+            page.fill(f'{form} [name="id"]', "echo")
+            page.fill(f'{form} [name="name"]', "Echo again")
+            page.click(f'{form} [type="submit"]')
+
+        await b.do(add_echo_again)
+        await b.do(lambda page: page.wait_for_selector("#toast:not(:empty)"))
+        shown = await b.do(lambda page: page.inner_text("#toast"))
+        assert "echo" in shown and "already" in shown
+
+
+def luminance(css: str) -> float:
+    """0..255 from an `rgb(r, g, b)` / `rgba(...)` computed colour."""
+    r, g, b = (float(part) for part in css[css.index("(") + 1:css.index(")")].split(",")[:3])
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+
+async def test_every_view_renders_without_errors_by_keyboard_in_both_schemes(home: Path) -> None:
+    """The tabs are reached with the arrow keys (focus follows, each panel shows), and the page
+    follows the system's light or dark preference; no view logs an error or a CSP violation."""
+    backgrounds = {}
+    for scheme in ("light", "dark"):
+        async with ui_gateway(home) as ui, browser(color_scheme=scheme) as b:
+            await open_view(b, ui, "surface")
+            await b.do(lambda page: page.focus("#tab-surface"))
+            for view in VIEWS[1:]:
+                await b.do(lambda page: page.keyboard.press("ArrowRight"))
+                await appears(b, f'#tab-{view}[aria-selected="true"]:focus')
+                await appears(b, f"#panel-{view}:not([hidden])")
+            await b.do(lambda page: page.keyboard.press("Home"))
+            await b.do(lambda page: page.wait_for_selector('#tab-surface[aria-selected="true"]:focus'))
+            backgrounds[scheme] = luminance(await b.do(lambda page: page.evaluate(
+                "getComputedStyle(document.body).backgroundColor")))
+            assert b.console == [], b.console
+    assert backgrounds["light"] > 160 > 90 > backgrounds["dark"], backgrounds
+
+
+async def test_readable_at_200_percent_zoom(home: Path) -> None:
+    """At twice the scale in a narrow window, no view overflows the page sideways (wide tables
+    scroll inside their own box)."""
+    async with ui_gateway(home) as ui, browser(viewport={"width": 640, "height": 800},
+                                              device_scale_factor=2) as b:
+        for view in VIEWS:
+            await open_view(b, ui, view)
+            wide = await b.do(lambda page: page.evaluate(
+                "document.documentElement.scrollWidth - document.documentElement.clientWidth"))
+            assert wide <= 1, view
+        assert b.console == []
