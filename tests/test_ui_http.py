@@ -240,3 +240,48 @@ async def test_discovery_connects_an_upstream_once_from_the_ui_alone(home: Path)
         assert "add" in {t["name"] for t in found["tools"]}
         missing = await ui.op(http, "tf_mcp_discover", {"id": "nope"})
         assert missing["_status"] == 400 and "known: demo" in missing["error"]
+
+
+async def test_held_items_show_with_their_diff_and_are_accepted_from_the_ui(home: Path,
+                                                                           tmp_path: Path) -> None:
+    from tests.test_approvals_gateway import TOUCH, attach, spec, touch, write_spec
+
+    attach(home, tmp_path, spec(tmp_path))
+    async with ui_gateway(home) as ui, httpx2.AsyncClient(timeout=10) as http:
+        assert ui.gateway is not None
+        async with Client(f"{ui.gateway.url}/mcp", mode="legacy", cache=None) as client:
+            assert not (await touch(client)).is_error
+            assert (await ui.view(http, "approvals")) == {"upstreams": []}
+            write_spec(tmp_path, spec(tmp_path, tools=[{**TOUCH, "description": "Now it does more."}]))
+            with trio.fail_after(20):
+                while not (held := (await ui.view(http, "approvals"))["upstreams"]):
+                    await trio.sleep(0.1)
+            assert held[0]["id"] == "shift"
+            item = held[0]["held"][0]
+            assert item["key"] == "tool:touch" and item["why"] == "changed" and item["since"]
+            assert any(line.startswith("+") and "Now it does more." in line for line in item["diff"])
+            assert (await ui.view(http, "status"))["counts"]["held"] == 1
+            assert (await touch(client)).is_error
+            accepted = await ui.op(http, "tf_accept_change", {"upstream": "shift", "tool": "touch"})
+            assert accepted["ok"] is True, accepted
+            with trio.fail_after(20):
+                while (await touch(client)).is_error:
+                    await trio.sleep(0.1)
+            assert (await ui.view(http, "approvals")) == {"upstreams": []}
+
+
+async def test_the_surface_view_is_what_a_client_lists_with_token_counts(home: Path) -> None:
+    (home / "toolfunnel.json").write_text(json.dumps({**json.loads((home / "toolfunnel.json").read_text()),
+                                                      "tokens": "estimate"}))
+    async with ui_gateway(home) as ui, httpx2.AsyncClient(timeout=10) as http:
+        assert ui.gateway is not None
+        async with Client(f"{ui.gateway.url}/mcp", mode="legacy", cache=None) as client:
+            listed = [t.name for t in (await client.list_tools()).tools]
+        view = await ui.view(http, "surface")
+        assert [t["name"] for t in view["top"]] == listed
+        lean = {t["name"]: t for t in view["lean"]}
+        assert "echo" in lean and "demo_add" in lean and not set(lean) & set(listed)
+        assert all(t["tokens"] > 0 for t in [*view["top"], *view["lean"]])
+        assert view["counter"] == "estimate"
+        assert view["totals"]["full"] > view["totals"]["top"] > 0
+        assert view["totals"]["lean"] == sum(t["tokens"] for t in view["lean"])
