@@ -18,7 +18,7 @@ from mcp import Client
 from trio_websocket import open_websocket_url
 
 from tests.uigw import ui_alone, ui_gateway
-from tests.wire import gateway_argv
+from tests.wire import alive, gateway_argv
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -285,3 +285,23 @@ async def test_the_surface_view_is_what_a_client_lists_with_token_counts(home: P
         assert view["counter"] == "estimate"
         assert view["totals"]["full"] > view["totals"]["top"] > 0
         assert view["totals"]["lean"] == sum(t["tokens"] for t in view["lean"])
+
+
+async def test_a_taken_port_is_named_nothing_is_left_running_and_sigterm_ends_the_ui(home: Path) -> None:
+    async with ui_alone(home) as ui:
+        port = ui.url.rsplit(":", 1)[1]
+        for argv in (["ui", "--port", port], ["serve", "--http", "--port", "0", "--ui", "--ui-port", port]):
+            with trio.fail_after(60):
+                done = await trio.run_process([*gateway_argv(home, "--log-format", "json"), *argv],
+                                              capture_stdout=True, capture_stderr=True, check=False,
+                                              stdin=subprocess.DEVNULL)
+            stderr = done.stderr.decode()
+            assert done.returncode == 1, stderr
+            assert f"the admin UI cannot listen on 127.0.0.1:{port}: Address already in use" in stderr
+            for record in (json.loads(line) for line in stderr.splitlines() if line.startswith("{")):
+                if record.get("event") == "upstream starting":  # the gateway's upstream stopped with it
+                    assert not alive(record["pid"]), record
+        assert ui.proc is not None
+        ui.proc.send_signal(signal.SIGTERM)
+        with trio.fail_after(20):
+            assert await ui.proc.wait() == 0

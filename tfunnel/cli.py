@@ -358,6 +358,12 @@ def _serve_http(home: ResolvedHome, host: str, port: int | None, grace: float,
 
 def _listen_failed(group: BaseExceptionGroup[BaseException], host: str, port: int | None) -> int:
     """A listener that could not bind (an OSError inside the server's nursery): say so, exit 1."""
+    from tfunnel.ui.server import UiBindRefused
+
+    ui, _ = group.split(UiBindRefused)
+    if ui is not None:  # the admin UI's own listener: it says which
+        print(f"tfunnel: {_leaf(ui)}", file=sys.stderr)
+        return 1
     failed, _ = group.split(OSError)
     if failed is None:
         raise group

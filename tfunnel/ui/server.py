@@ -34,7 +34,7 @@ log = structlog.get_logger("tfunnel.ui")
 
 
 class UiBindRefused(Exception):
-    """The UI was asked to listen on an address that is not loopback."""
+    """The UI was asked to listen on an address that is not loopback, or cannot listen there."""
 
 
 def check_bind(host: str) -> None:
@@ -63,7 +63,17 @@ async def serve_ui(app: UiApp, host: str, port: int, shutdown: trio.Event, *,
     hub_pulse = Pulse(app.source.home, app.hub, lambda: app.source.audit.path, app.source.env.upstreams)
     async with trio.open_nursery() as nursery:
         await nursery.start(hub_pulse.run)
-        urls = await nursery.start(_hypercorn, app, config, shutdown)
+        try:
+            urls = await nursery.start(_hypercorn, app, config, shutdown)
+        except BaseExceptionGroup as group:  # the port is taken, or the address is not ours
+            failed, _ = group.split(OSError)
+            if failed is None:
+                raise
+            error = failed.exceptions[0]
+            while isinstance(error, BaseExceptionGroup):
+                error = error.exceptions[0]
+            why = getattr(error, "strerror", None) or error
+            raise UiBindRefused(f"the admin UI cannot listen on {host}:{port}: {why}") from None
         url = urls[0] if urls else f"http://{host}:{port}"
         log.info("admin ui listening", url=url)
         task_status.started(url)
