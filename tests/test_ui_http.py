@@ -118,8 +118,10 @@ async def test_hostile_hosts_and_cross_origin_changes_are_refused(home: Path) ->
         big = await http.post(f"{ui.url}/api/op/tf_tool_add", headers=ui.headers(),
                               content=json.dumps({"id": "big", "name": "Big", "scriptText": "x" * 300_000}))
         assert big.status_code == 413 and big.json()["error"] == "request body too large"
-        bad = await http.post(op, content=b"{not json", headers=ui.headers())
-        assert bad.status_code == 400 and "JSON" in bad.json()["error"]
+        deep = b"[" * 100_000 + b"]" * 100_000
+        for junk in (b"{not json", b'{"id": "echo", "action": "hot", "x": NaN}', deep, b'"a string"', b"[]"):
+            bad = await http.post(op, content=junk, headers=ui.headers())
+            assert bad.status_code == 400 and "JSON" in bad.json()["error"], junk[:40]
         listing = await http.post(f"{ui.url}/api/op/tf_list", content=b"{}", headers=ui.headers())
         assert listing.status_code == 404  # only the operations the UI offers
         assert state(home) == before

@@ -144,9 +144,10 @@ class UiApp:
             await _json(send, 413, {"ok": False, "error": "request body too large"})
             return
         try:
-            args = json.loads(body) if body.strip() else {}
-        except ValueError:
-            await _json(send, 400, {"ok": False, "error": "the body is not valid JSON"})
+            args = json.loads(body, parse_constant=_no_constant) if body.strip() else {}
+        except (ValueError, RecursionError):
+            await _json(send, 400, {"ok": False, "error": "the body is not valid JSON (NaN and Infinity "
+                                    "are not numbers here; nesting is bounded)"})
             return
         if not isinstance(args, dict):
             await _json(send, 400, {"ok": False, "error": "the body must be a JSON object"})
@@ -177,6 +178,11 @@ class UiApp:
                 await _ws_send(send, {"type": "hello"})
                 async for message in messages:
                     await _ws_send(send, message)
+
+
+def _no_constant(name: str) -> Any:
+    """NaN, Infinity and -Infinity: not JSON, and nothing the home's files may hold."""
+    raise ValueError(f"{name} is not a JSON number")
 
 
 async def _until_closed(receive: Receive, scope: trio.CancelScope) -> None:
