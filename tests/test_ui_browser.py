@@ -145,6 +145,7 @@ async def test_a_failed_action_shows_the_operations_error(home: Path) -> None:
         form = "form#tool-add-form"
 
         def add_echo_again(page: Any) -> None:
+            page.click("#panel-tools details > summary")  # the form is folded away until wanted
             page.fill(f'{form} [name="id"]', "echo")
             page.fill(f'{form} [name="name"]', "Echo again")
             page.click(f'{form} [type="submit"]')
