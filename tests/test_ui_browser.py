@@ -193,3 +193,54 @@ async def test_readable_at_200_percent_zoom(home: Path) -> None:
                 "document.documentElement.scrollWidth - document.documentElement.clientWidth"))
             assert wide <= 1, view
         assert b.console == []
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def test_the_page_reconnects_after_a_gateway_restart(home: Path) -> None:
+    port = str(free_port())
+    async with browser() as b:
+        async with ui_gateway(home, None, "--ui-port", port) as ui:
+            await open_view(b, ui, "tools")
+            await mark_page(b)
+        # The gateway is gone: the page says so and keeps trying.
+        await b.do(lambda page: page.wait_for_selector("#live-status:text('reconnecting')"))
+        async with ui_gateway(home, None, "--ui-port", port) as again, \
+                httpx2.AsyncClient(timeout=10) as http:
+            # It learns the new process's token from its own origin and reconnects.
+            live = "#live-status:text('live')"
+            await b.do(lambda page: page.wait_for_selector(live, timeout=30_000), timeout=40)
+            # A change made while it was away shows after the reconnection, without a reload.
+            assert (await again.op(http, "tf_tool_set", {"id": "uuid", "action": "hot"}))["ok"] is True
+            await appears(b, 'tr[data-tool="uuid"] input[data-axis="hot"]:checked')
+            assert await still_marked(b)
+        # Only the failed attempts while it was away.
+        assert [line for line in b.console if "WebSocket" not in line and "ERR_CONNECTION_REFUSED" not in line
+                and "Failed to load resource" not in line] == []
+
+
+async def test_a_tools_script_is_edited_from_its_detail_panel(home: Path) -> None:
+    async with ui_gateway(home) as ui, browser() as b:
+        await open_view(b, ui, "tools")
+        await b.do(lambda page: page.click('tr[data-tool="echo"] button[data-action="detail"]'))
+        await appears(b, "#tool-detail:not([hidden]) #tool-script")
+        script = await b.do(lambda page: page.input_value("#tool-script"))
+        assert script == (home / "tools" / "scripts" / "echo.py").read_text()
+
+        def edit(page: Any) -> None:
+            page.fill('#tool-detail-form [name="summary"]', "Echo, edited from the page")
+            page.fill("#tool-script", script + "\n# edited\n")
+            page.click('#tool-detail-form [type="submit"]')
+
+        await b.do(edit)
+        await b.do(lambda page: page.wait_for_selector("#status-line:text('echo: saved')"))
+        assert (home / "tools" / "scripts" / "echo.py").read_text().endswith("# edited\n")
+        register = (home / "tools" / "tools.register.json").read_text()
+        assert '"summary": "Echo, edited from the page"' in register
+        assert b.console == []

@@ -1,7 +1,17 @@
 // The admin UI's API client (docs/ui.md) and the few DOM helpers every view uses.
 // Every value from the API is text: it goes into the page as text nodes, never as HTML.
 
-const token = document.querySelector('meta[name="tfunnel-csrf"]').content;
+// This process's CSRF token, given in the page. A restarted gateway has a new one: the page reads
+// it again from its own origin (`renewToken`) before it reconnects.
+let token = document.querySelector('meta[name="tfunnel-csrf"]').content;
+
+export async function renewToken() {
+  const answer = await fetch("/", { cache: "no-store" });
+  if (!answer.ok) return;
+  const page = new DOMParser().parseFromString(await answer.text(), "text/html");
+  const fresh = page.querySelector('meta[name="tfunnel-csrf"]')?.content;
+  if (fresh) token = fresh;
+}
 
 export class OperationError extends Error {}
 

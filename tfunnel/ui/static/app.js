@@ -1,5 +1,5 @@
 // The admin UI: tabs, the live socket, and which view reloads when.
-import { get, liveUrl, toast } from "./api.js";
+import { get, liveUrl, renewToken, toast } from "./api.js";
 import * as surface from "./views/surface.js";
 import * as tools from "./views/tools.js";
 import * as upstreams from "./views/upstreams.js";
@@ -98,7 +98,7 @@ function connect() {
   socket.addEventListener("close", () => {
     status.textContent = "reconnecting…";
     status.classList.remove("on");
-    setTimeout(connect, backoff);
+    setTimeout(() => renewToken().catch(() => {}).finally(connect), backoff);
     backoff = Math.min(backoff * 2, 5000);
   });
 }
