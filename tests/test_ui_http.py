@@ -307,3 +307,21 @@ async def test_a_taken_port_is_named_nothing_is_left_running_and_sigterm_ends_th
         ui.proc.send_signal(signal.SIGTERM)
         with trio.fail_after(20):
             assert await ui.proc.wait() == 0
+
+
+async def test_a_wrap_needs_the_notice_read_then_confirm_and_is_cleared_from_the_ui(home: Path) -> None:
+    async with ui_gateway(home) as ui, httpx2.AsyncClient(timeout=10) as http:
+        asked = await ui.op(http, "tf_wrap", {"upstream": "demo"})
+        assert asked["_status"] == 400 and "confirm: true" in asked["error"]
+        assert "tfunnel wrap --off" in asked["error"]
+        assert (await ui.view(http, "upstreams"))["wrap"]["wrapping"] is None
+        wrapped = await ui.op(http, "tf_wrap", {"upstream": "demo", "confirm": True})
+        assert wrapped["ok"] is True and wrapped["wrapping"] == "demo" and wrapped["warning"]
+        assert (await ui.view(http, "upstreams"))["wrap"]["wrapping"] == "demo"
+        assert ui.gateway is not None
+        async with Client(f"{ui.gateway.url}/mcp", mode="legacy", cache=None) as client:
+            assert "toolfunnel_list_tools" not in [t.name for t in (await client.list_tools()).tools]
+        cleared = await ui.op(http, "tf_wrap", {"off": True})
+        assert cleared["ok"] is True and cleared["was"] == "demo"
+        async with Client(f"{ui.gateway.url}/mcp", mode="legacy", cache=None) as client:
+            assert "toolfunnel_list_tools" in [t.name for t in (await client.list_tools()).tools]
