@@ -26,3 +26,8 @@ def test_wheel_contains_the_seed_home_and_howto_topics(tmp_path: Path) -> None:
                      "tfunnel/surface/howto/create-tool.md"):
         assert required in names
     assert not [n for n in names if "__pycache__" in n and "_seed" in n]
+    # The admin UI's page and every asset it loads ship in the package (no CDN, no build step).
+    static = ROOT / "tfunnel" / "ui" / "static"
+    assets = {f"tfunnel/ui/static/{f.relative_to(static).as_posix()}" for f in static.rglob("*")
+              if f.is_file()}
+    assert "tfunnel/ui/static/index.html" in assets and assets <= names
