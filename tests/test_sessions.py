@@ -3,15 +3,20 @@ one end-of-session path both take."""
 
 from __future__ import annotations
 
+import re
+import subprocess
+from pathlib import Path
+
 import pytest
 import trio
 import trio.testing
 
+from tests.wire import gateway_argv
 from tfunnel.protocol.eras import Era
 from tfunnel.protocol.jsonrpc import Notification, Request
 from tfunnel.protocol.session import ClientSession
 from tfunnel.serve.connection import Connection, Service
-from tfunnel.serve.sessions import SessionStore
+from tfunnel.serve.sessions import SessionStore, session_id
 from tfunnel.surface.changes import Changes
 
 pytestmark = pytest.mark.timeout(10)
@@ -80,3 +85,39 @@ async def test_sessions_expired_at_create_are_ended_too() -> None:
         assert ended == [old.client.id] and len(store) == 1
         assert trio.current_time() == 61
         nursery.cancel_scope.cancel()
+
+
+@pytest.mark.parametrize(
+    ("instance", "pattern"),
+    [
+        pytest.param(None, r"[A-Za-z0-9_-]{43}", id="alone"),
+        pytest.param("a", r"a\.[A-Za-z0-9_-]{43}", id="named"),
+        pytest.param("9001", r"9001\.[A-Za-z0-9_-]{43}", id="a-port"),
+        pytest.param("x_y-Z" * 6 + "ab", r"(x_y-Z){6}ab\.[A-Za-z0-9_-]{43}", id="longest"),
+    ],
+)
+def test_an_instances_session_ids_start_with_its_name(instance: str | None, pattern: str) -> None:
+    """Behind a proxy, the id tells which instance minted the session: the name, one ".", then
+    the unguessable part (no "." in it, so the first "." ends the name)."""
+    ids = {session_id(instance) for _ in range(50)}
+    assert len(ids) == 50
+    assert all(re.fullmatch(pattern, minted) for minted in ids)
+
+
+@pytest.mark.parametrize("instance", ["", "a.b", "a b", "é", "x" * 33, "a/b", "a\n"])
+def test_a_name_a_proxy_rule_could_not_match_is_refused(instance: str) -> None:
+    with pytest.raises(ValueError, match="instance name"):
+        SessionStore(instance=instance)
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        pytest.param(["serve", "--http", "--instance", "a.b"], "--instance: must be 1 to 32", id="dot"),
+        pytest.param(["serve", "--instance", "a"], "--instance goes with --http", id="stdio"),
+    ],
+)
+def test_the_instance_option_is_checked(home: Path, argv: list[str], needle: str) -> None:
+    done = subprocess.run(gateway_argv(home, *argv), capture_output=True, text=True, timeout=60,
+                          stdin=subprocess.DEVNULL)
+    assert done.returncode == 2 and needle in done.stderr

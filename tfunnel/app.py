@@ -32,6 +32,7 @@ from tfunnel.home.listing import Listed, ListingCache
 from tfunnel.home.live import Live
 from tfunnel.home.rebuilds import Rebuilds
 from tfunnel.home.reviewed import Reviewed
+from tfunnel.home.state_key import KeyFile
 from tfunnel.home.wrapped import Faces
 from tfunnel.manage.builtins import Management, served_register
 from tfunnel.manage.plans import Env
@@ -42,6 +43,7 @@ from tfunnel.observe.telemetry import Telemetry
 from tfunnel.observe.tokens import Counter
 from tfunnel.proc.reaper import REAPER
 from tfunnel.protocol.jsonrpc import Notification
+from tfunnel.protocol.mrtr import Sealer
 from tfunnel.route.channel import LegacyChannel
 from tfunnel.route.methods import INSTRUCTIONS
 from tfunnel.route.router import Router
@@ -154,12 +156,21 @@ def build(home: Path, environ: Mapping[str, str] | None = None, observer: Observ
     router = Router(lambda: live.settings, surface, gate, audit, reads=reads,
                     tools_changed=live.tools_changed, notices=notices, resources=lambda: live.catalog,
                     face=faces.face, settle=faces.settle, meet=faces.meet, waiting=faces.waiting,
-                    choose=lambda who: profiles.choose(live.settings.profiles, who, profile))
+                    choose=lambda who: profiles.choose(live.settings.profiles, who, profile),
+                    sealer=_sealer(home, settings))
     gateway = Gateway(home, live, audit, gate, supervisor, surface, router, approvals, faces, start.get(AUTH),
                       read_as, rebuilds, management)
     approvals.on_write = lambda: read_as.__setitem__(home / APPROVALS_FILE, signature(home / APPROVALS_FILE))
     appliers.update(live_appliers(gateway))
     return gateway
+
+
+def _sealer(home: Path, settings: Settings) -> Sealer | None:
+    """The `requestState` sealer: with the key file instances share (`stateKeyFile`; a start is
+    refused when it is unusable), else None (a random key of this process)."""
+    if settings.state_key_file is None:
+        return None
+    return Sealer(keys=KeyFile.open(home, settings.state_key_file))
 
 
 def _upstream_notice(live: Live, notices: Notices, upstream: str, note: Notification) -> None:

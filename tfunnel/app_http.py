@@ -32,11 +32,12 @@ class BindRefused(Exception):
 
 
 async def run_http(gateway: Gateway, metrics: Metrics, host: str, port: int, grace_s: float,
-                   ui: tuple[str, int] | None = None) -> int:
+                   ui: tuple[str, int] | None = None, instance: str | None = None) -> int:
     """Serve HTTP until SIGINT/SIGTERM (130/143): refuse new MCP requests (503) while the
     operations endpoints keep answering, let in-flight calls finish within `grace_s`, then close
     the listener, cancel the rest and close every upstream. SIGHUP reloads the config. With `ui`
-    (host, port), the admin UI is served there too, until the drain ends."""
+    (host, port), the admin UI is served there too, until the drain ends. `instance`: this
+    instance's name among several behind a proxy (it starts every session id)."""
     # Imported here, not at the top: the stdio gateway never needs the HTTP stack, and its cold
     # start (what a desktop client waits for) should not pay for importing it.
     import hypercorn.config
@@ -77,7 +78,7 @@ async def run_http(gateway: Gateway, metrics: Metrics, host: str, port: int, gra
     # calls and notification streams that legitimately last minutes.
     gate = _auth_gate(gateway, auth, metrics) if auth is not None else None
     app = HttpApp(gateway.router, live, gateway.supervisor, gateway.surface.tally,
-                  SessionStore(max_sessions=limits.max_sessions), metrics, gate,
+                  SessionStore(max_sessions=limits.max_sessions, instance=instance), metrics, gate,
                   telemetry=gateway.surface.telemetry)
     notifier = Notifier.from_env(os.environ)
     shutdown = trio.Event()

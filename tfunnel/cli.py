@@ -20,13 +20,12 @@ from tfunnel.app import build, reaping, run_stdio, running
 from tfunnel.app_http import BindRefused, run_http
 from tfunnel.config.atomic import sweep_temp_files
 from tfunnel.config.home import HomeNotUsable, ResolvedHome, resolve_home, seed_dir, seed_home
-from tfunnel.config.load import load_register, load_settings, load_state
+from tfunnel.config.load import load_settings
 from tfunnel.config.model import META_TOOL_NAMES
 from tfunnel.config.names import owners
 from tfunnel.errors import ConfigError, ProtocolError
 from tfunnel.home import requires
 from tfunnel.home.check import check_home
-from tfunnel.home.listing import read_listing
 from tfunnel.home.live import Live
 from tfunnel.manage import list_cmd, ops_cmd, tokens_cmd
 from tfunnel.manage.approvals_cmd import approvals_command
@@ -36,10 +35,11 @@ from tfunnel.manage.mcp_cmd import AddOptions, add_mcp_arguments, mcp_command, s
 from tfunnel.manage.ops_tools import VISIBILITY_ACTIONS
 from tfunnel.manage.pack import PackOptions, pack_command
 from tfunnel.manage.pack_plan import FORMATS
-from tfunnel.manage.tool_cmd import visibility_command
+from tfunnel.manage.state_key_cmd import state_key_command
+from tfunnel.manage.tool_cmd import tools_command, visibility_command
 from tfunnel.manage.wrap_cmd import add_wrap_arguments, wrap_command
+from tfunnel.protocol.session import INSTANCE_NAME
 from tfunnel.surface import meta
-from tfunnel.surface.catalog import Catalog
 from tfunnel.surface.context import CallContext
 from tfunnel.upstream.supervisor import UpstreamStatistics
 
@@ -70,6 +70,13 @@ def _port(text: str) -> int:
         raise argparse.ArgumentTypeError(f"must be an integer from 0 to 65535 (0 = any free port), "
                                          f"got {text!r}")
     return port
+
+
+def _instance(text: str) -> str:
+    """`--instance`: what a proxy's rule can match in a session id; else a usage error."""
+    if not INSTANCE_NAME.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"must be 1 to 32 of A-Z a-z 0-9 _ -, got {text!r}")
+    return text
 
 
 def _grace(text: str) -> float:
@@ -103,6 +110,7 @@ def parser() -> argparse.ArgumentParser:
         "settings": "show the gateway settings, or set some (they apply after a restart)",
         "approvals": "list, diff or accept upstream descriptors held for approval (pinning)",
         "wrap": "show the wrap, make one upstream the whole surface (wrap ID), or clear it (--off)",
+        "state-key": "rotate the requestState key that instances behind one proxy share (stateKeyFile)",
         "ui": "serve the admin web UI alone on loopback (it edits the home; gateways apply it live)",
         "completion": "print a shell completion script (bash or zsh)",
     }
@@ -119,6 +127,9 @@ def parser() -> argparse.ArgumentParser:
                                help="HTTP port (default: httpPort of toolfunnel.json, 9998; 0 = any)")
     subs["serve"].add_argument("--grace", type=_grace, default=10.0,
                                help="seconds in-flight HTTP calls get to finish at SIGTERM (default 10)")
+    subs["serve"].add_argument("--instance", metavar="NAME", type=_instance, default=None,
+                               help="with --http behind a proxy: this instance's name, which starts every "
+                               "session id it mints (conf/nginx/tfunnel.conf routes on it)")
     subs["serve"].add_argument("--ui", action="store_true",
                                help="with --http: serve the admin web UI beside it, on loopback")
     subs["serve"].add_argument("--ui-host", default="127.0.0.1",
@@ -151,6 +162,7 @@ def parser() -> argparse.ArgumentParser:
     _approvals_arguments(subs["approvals"])
     add_wrap_arguments(subs["wrap"])
     subs["completion"].add_argument("shell", choices=("bash", "zsh"))
+    subs["state-key"].add_argument("action", choices=("rotate",))
     subs["log"].add_argument("action", choices=("on", "off", "status", "tail"))
     subs["log"].add_argument("-n", "--lines", type=int, default=20, help="records for tail (default 20)")
     _listing_json(subs["tools"])
@@ -225,14 +237,18 @@ def _main(argv: Sequence[str] | None) -> int:
                 if args.profile is not None:
                     parser().error("--profile is for stdio; over HTTP a profile is chosen by its `match`")
                 ui = (args.ui_host, args.ui_port) if args.ui else None
-                return _serve_http(home, args.host, args.port, args.grace, ui)
+                return _serve_http(home, args.host, args.port, args.grace, ui, args.instance)
             if getattr(args, "ui", False):
                 parser().error("--ui goes with --http; beside a stdio gateway run `tfunnel ui`")
+            if getattr(args, "instance", None) is not None:
+                parser().error("--instance goes with --http (it names the sessions a proxy routes)")
             return _serve(home, getattr(args, "profile", None))
         if command == "ui":
             return _ui(home, args.host, args.port)
         if command == "check":
             return _check(home)
+        if command == "state-key":
+            return state_key_command(home.path, args.action)
         if command == "call":
             return _call(home, args.name, args.args)
         if getattr(args, "listing_json", False) and not getattr(args, "probe", False):
@@ -241,7 +257,7 @@ def _main(argv: Sequence[str] | None) -> int:
             kind = {"tools": "tools", "hook": "hooks", "mcp": "mcps", "log": "log"}[command]
             return list_cmd.print_listing(home.path, kind)
         if command == "tools":
-            return tokens_cmd.print_tokens(home.path) if args.tokens else _tools(home)
+            return tokens_cmd.print_tokens(home.path) if args.tokens else tools_command(home.path)
         if command == "hook" and args.action == "add":
             return ops_cmd.hook_add_command(home.path, args)
         if command == "hook":
@@ -333,7 +349,7 @@ def _ui(home: ResolvedHome, host: str, port: int | None) -> int:
 
 
 def _serve_http(home: ResolvedHome, host: str, port: int | None, grace: float,
-                ui: tuple[str, int | None] | None = None) -> int:
+                ui: tuple[str, int | None] | None = None, instance: str | None = None) -> int:
     from tfunnel.serve.metrics import Metrics  # only the HTTP service pays for prometheus_client
 
     if ui is not None:
@@ -348,7 +364,7 @@ def _serve_http(home: ResolvedHome, host: str, port: int | None, grace: float,
     port = gateway.live.settings.http_port if port is None else port
     ui_bind = None if ui is None else (ui[0], gateway.live.settings.ui_port if ui[1] is None else ui[1])
     try:
-        return trio.run(run_http, gateway, metrics, host, port, grace, ui_bind)
+        return trio.run(run_http, gateway, metrics, host, port, grace, ui_bind, instance)
     except BindRefused as exc:
         print(f"tfunnel: {exc}", file=sys.stderr)
         return 1
@@ -459,36 +475,3 @@ def _probe(home: ResolvedHome) -> int:
     if not rows:
         print(f"no upstreams in {home.path / 'mcp' / 'expose.json'}")
     return 0 if all(r.state in ("ready", "disabled") for r in rows) else 1
-
-
-def _tools(home: ResolvedHome) -> int:
-    catalog = Catalog(load_register(home.path), load_state(home.path)[0])
-    rows = catalog.rows()
-    width = max(len(r.name) for r in rows)
-    print(f"{'NAME':<{width}}  KIND   ENABLED HOT   HIDDEN MODE       CATEGORY")
-    for r in rows:
-        v = r.visibility
-        print(f"{r.name:<{width}}  {r.kind:<6} {_yn(v.enabled):<7} {_yn(v.hot):<5} {_yn(v.hidden):<6} "
-              f"{r.mode:<10} {r.category}")
-    _upstream_tools(home, catalog)
-    return 0
-
-
-def _upstream_tools(home: ResolvedHome, catalog: Catalog) -> None:
-    """The upstream tools as the gateway of this home last listed them, saying from when."""
-    listing = read_listing(home.path)
-    if listing is None:
-        print("\nupstream tools: none listed yet (a gateway on this home lists them once it runs)")
-        return
-    source = f"live, from the gateway running as pid {listing.pid}" if listing.live \
-        else f"as listed at {listing.written} (no gateway runs now)"
-    print(f"\nupstream tools ({source}):")
-    width = max((len(t.surfaced) for t in listing.tools), default=4)
-    for tool in listing.tools:
-        v = catalog.visibility(tool.surfaced, "upstream")
-        print(f"{tool.surfaced:<{width}}  upstream {_yn(v.enabled):<7} {_yn(v.hot):<5} {_yn(v.hidden):<6} "
-              f"{tool.upstream}/{tool.tool}")
-
-
-def _yn(flag: bool) -> str:
-    return "yes" if flag else "no"

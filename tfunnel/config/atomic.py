@@ -18,19 +18,32 @@ import orjson
 TEMP_SUFFIX = ".tfunnel-tmp"
 
 
-def write_atomic(path: Path, data: bytes) -> None:
-    """Replace `path` with `data` atomically (same-folder temp file, fsync, rename)."""
+def write_atomic(path: Path, data: bytes, *, mode: int | None = None, replace: bool = True) -> bool:
+    """Replace `path` with `data` atomically (same-folder temp file, fsync, rename). `mode`: the
+    new file's permissions from its first byte (else the replaced file's, else the umask's).
+    `replace=False` never replaces an existing file: False when one was there (it stays)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.parent / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}{TEMP_SUFFIX}"
     try:
-        with open(tmp, "wb") as fh:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666 if mode is None else mode)
+        with open(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
-        if path.exists():
+        if mode is not None:
+            os.chmod(tmp, mode)  # whatever the umask took away
+        elif path.exists():
             # Keep the mode of the file being replaced (a hand-edited 0600 stays 0600).
             os.chmod(tmp, path.stat().st_mode & 0o7777)
-        os.replace(tmp, path)
+        if replace:
+            os.replace(tmp, path)
+        else:
+            try:
+                os.link(tmp, path)  # fails when the name exists
+            except FileExistsError:
+                return False
+            finally:
+                tmp.unlink(missing_ok=True)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
@@ -39,6 +52,7 @@ def write_atomic(path: Path, data: bytes) -> None:
         os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
+    return True
 
 
 def write_json_atomic(path: Path, value: Any, *, finite: bool = False) -> None:

@@ -49,7 +49,7 @@ SCRIPTS_DIR = "tools/scripts"
 MAX_INSTRUCTIONS_CHARS = 100_000
 SETTINGS_KEYS = ("serverName", "serverVersion", "clientName", "clientVersion", "httpPort", "uiPort",
                  "serveLegacy", "upstreamInstructionsMaxChars", "tokens", "requires", "gate", "approvals",
-                 "limits", "profiles")
+                 "limits", "profiles", "stateKeyFile")
 APPROVALS_KEYS = ("quarantine",)
 GATE_KEYS = ("askFallback", "confirmManagement")
 LIMITS_KEYS = ("maxMessageBytes", "toolTimeoutS", "toolOutputBytes", "shutdownGraceS", "upstreamStartS",
@@ -128,6 +128,7 @@ def _settings(home: Path, raw: dict[str, Any], f: Fields) -> Settings:
         approvals=ApprovalSettings(next(m for m in QUARANTINE_MODES if m == quarantine)),
         limits=limits,
         profiles=parse_profiles(raw, f),
+        state_key_file=f.string(raw, "stateKeyFile", non_empty=True) or None,
         raw=raw,
     )
     return settings

@@ -138,6 +138,9 @@ class Settings:
     limits: Limits = field(default_factory=Limits)
     # Per-client surfaces, first match wins; a profile named `default` is the fallback.
     profiles: tuple[Profile, ...] = ()
+    # The `requestState` key shared by instances behind one proxy (`home/state_key.py`), as
+    # written (relative: against the home); None: a random key per process.
+    state_key_file: str | None = None
     raw: Mapping[str, Any] = field(default_factory=dict)
 
 

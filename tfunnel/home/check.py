@@ -17,6 +17,7 @@ from tfunnel.config.load import REGISTER, SETTINGS, STATE
 from tfunnel.errors import ConfigProblem
 from tfunnel.gate.manifest import HOOK_STATE, MANIFEST, with_overlay
 from tfunnel.home import preflight
+from tfunnel.home import state_key as state_key_file
 from tfunnel.home.files import HomeReading, read_home
 
 Check = Callable[[HomeReading], Iterable[ConfigProblem]]
@@ -83,7 +84,14 @@ def profiles(reading: HomeReading) -> Iterator[ConfigProblem]:
                                     f"profiles[{index}] ({profile.name!r})", "upstreams", "warning")
 
 
-CHECKS: tuple[Check, ...] = (files, runtime, wrap, profiles)
+def state_key(reading: HomeReading) -> Iterator[ConfigProblem]:
+    """A `stateKeyFile` that a start would refuse (unreadable, too short, open to others)."""
+    settings = reading.get(SETTINGS).value
+    if settings is not None and settings.state_key_file is not None:
+        yield from state_key_file.check(reading.home, settings.state_key_file)
+
+
+CHECKS: tuple[Check, ...] = (files, runtime, wrap, profiles, state_key)
 
 
 def check_home(home: Path) -> list[ConfigProblem]:

@@ -1,4 +1,5 @@
-"""`tfunnel tool enable|disable|hot|unhot|hide|unhide NAME [--force]`: a tool's visibility.
+"""`tfunnel tools`: every tool and its visibility; `tfunnel tool enable|disable|hot|unhot|hide|unhide
+NAME [--force]`: a tool's visibility.
 
 The name is checked first, more closely than `tf_tool_set` can without a gateway: a register
 tool, a meta-tool, an enabled expose entry's name, or a name an upstream lists (that upstream,
@@ -17,6 +18,7 @@ from pathlib import Path
 from tfunnel.config.expose import load_expose
 from tfunnel.config.load import load_register, load_state
 from tfunnel.config.names import owners
+from tfunnel.home.listing import read_listing
 from tfunnel.manage.ops_cmd import run_op
 from tfunnel.manage.ops_tools import VISIBILITY_ACTIONS
 from tfunnel.surface.catalog import Catalog
@@ -63,3 +65,37 @@ def upstream_tool_names(home: Path, upstream_ids: Collection[str]) -> tuple[set[
             return {tool.surfaced for tool in gateway.live.catalog.upstream}, "; ".join(problems)
 
     return trio.run(probe)
+
+
+def tools_command(home: Path) -> int:
+    """`tfunnel tools`: every tool with its visibility, then the upstream tools last listed."""
+    catalog = Catalog(load_register(home), load_state(home)[0])
+    rows = catalog.rows()
+    width = max(len(r.name) for r in rows)
+    print(f"{'NAME':<{width}}  KIND   ENABLED HOT   HIDDEN MODE       CATEGORY")
+    for r in rows:
+        v = r.visibility
+        print(f"{r.name:<{width}}  {r.kind:<6} {_yn(v.enabled):<7} {_yn(v.hot):<5} {_yn(v.hidden):<6} "
+              f"{r.mode:<10} {r.category}")
+    _upstream_tools(home, catalog)
+    return 0
+
+
+def _upstream_tools(home: Path, catalog: Catalog) -> None:
+    """The upstream tools as the gateway of this home last listed them, saying from when."""
+    listing = read_listing(home)
+    if listing is None:
+        print("\nupstream tools: none listed yet (a gateway on this home lists them once it runs)")
+        return
+    source = f"live, from the gateway running as pid {listing.pid}" if listing.live \
+        else f"as listed at {listing.written} (no gateway runs now)"
+    print(f"\nupstream tools ({source}):")
+    width = max((len(t.surfaced) for t in listing.tools), default=4)
+    for tool in listing.tools:
+        v = catalog.visibility(tool.surfaced, "upstream")
+        print(f"{tool.surfaced:<{width}}  upstream {_yn(v.enabled):<7} {_yn(v.hot):<5} {_yn(v.hidden):<6} "
+              f"{tool.upstream}/{tool.tool}")
+
+
+def _yn(flag: bool) -> str:
+    return "yes" if flag else "no"

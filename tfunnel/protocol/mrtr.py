@@ -9,6 +9,12 @@ of a gate question; `Sealer.open` raises only `RequestStateError`.
 
 Token format: `v1.<b64url(payload JSON)>.<b64url(HMAC-SHA256(key, "v1." + payload part))>`,
 base64url without padding.
+
+Keys: one per process by default. Instances behind one proxy share theirs through a `KeySource`
+(`home/state_key.py` reads `toolfunnel.json` `stateKeyFile`): it seals with the current key and
+opens with any key it still accepts (a rotated-out key, for one expiry window), so a retry may land
+on another instance. A token no accepted key opens makes the source look again once (another
+instance may have rotated a moment ago) before it is refused.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ import secrets
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from tfunnel.errors import ProtocolError
 from tfunnel.protocol.jsonrpc import INVALID_PARAMS
@@ -35,7 +41,7 @@ DEFAULT_TTL_S = 600.0
 # Fields a retry adds to the original params; the binding must not see them.
 RETRY_FIELDS = frozenset({"_meta", "inputResponses", "requestState"})
 _B64URL = re.compile(r"[A-Za-z0-9_-]+")
-_MIN_KEY_BYTES = 16
+MIN_KEY_BYTES = 16
 
 
 class RequestStateError(ProtocolError):
@@ -78,18 +84,52 @@ def question_digest(message: str) -> str:
     return hashlib.sha256(message.encode("utf-8")).hexdigest()[:16]
 
 
-class Sealer:
-    """Seals and opens `requestState` tokens with one key (per process unless one is given)."""
+@dataclass(frozen=True)
+class KeyRing:
+    """The key that seals, and every key that opens (the sealing one first)."""
 
-    def __init__(self, key: bytes | None = None, *, ttl_s: float = DEFAULT_TTL_S,
-                 clock: Callable[[], float] = time.time) -> None:
-        if key is not None and len(key) < _MIN_KEY_BYTES:
-            raise ValueError(f"a requestState key needs at least {_MIN_KEY_BYTES} bytes")
+    seal: bytes
+    open: tuple[bytes, ...]
+
+
+class KeySource(Protocol):
+    def ring(self) -> KeyRing:
+        """The keys in force now (cheap: called for every seal and open)."""
+
+    def refresh(self) -> bool:
+        """Look for new keys at once; True when the ring changed."""
+
+
+class _OneKey:
+    def __init__(self, key: bytes) -> None:
+        self._ring = KeyRing(key, (key,))
+
+    def ring(self) -> KeyRing:
+        return self._ring
+
+    def refresh(self) -> bool:
+        return False
+
+
+class Sealer:
+    """Seals and opens `requestState` tokens: with `key`, with the keys of `keys` (shared by
+    instances), or with a random key of this process."""
+
+    def __init__(self, key: bytes | None = None, *, keys: KeySource | None = None,
+                 ttl_s: float = DEFAULT_TTL_S, clock: Callable[[], float] = time.time) -> None:
+        if key is not None and len(key) < MIN_KEY_BYTES:
+            raise ValueError(f"a requestState key needs at least {MIN_KEY_BYTES} bytes")
+        if key is not None and keys is not None:
+            raise ValueError("give a key or a key source, not both")
         if not (math.isfinite(ttl_s) and ttl_s > 0):
             raise ValueError("ttl_s must be a positive number of seconds")
-        self._key = secrets.token_bytes(32) if key is None else bytes(key)
+        self._keys = keys or _OneKey(secrets.token_bytes(32) if key is None else bytes(key))
         self._ttl_s = ttl_s
         self._clock = clock
+
+    @property
+    def ttl_s(self) -> float:
+        return self._ttl_s
 
     def seal(self, binding: str, *, approved: Iterable[str] = (), upstream_state: str | None = None,
              parked: str | None = None, asked: Iterable[str] = ()) -> str:
@@ -98,7 +138,7 @@ class Sealer:
         payload = {"b": binding, "e": self._clock() + self._ttl_s, "a": list(approved),
                    "u": upstream_state, "p": parked, "q": list(asked)}
         body = _b64(json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode("utf-8"))
-        token = f"{VERSION}.{body}.{self._mac(body)}"
+        token = f"{VERSION}.{body}.{_mac(self._keys.ring().seal, body)}"
         if len(token) > MAX_TOKEN_CHARS:
             raise ValueError(f"the sealed requestState would exceed {MAX_TOKEN_CHARS} characters")
         return token
@@ -114,7 +154,7 @@ class Sealer:
         if version != VERSION or not _B64URL.fullmatch(body) or not _B64URL.fullmatch(mac):
             raise RequestStateError("malformed")
         # Both sides are ASCII here; compare in constant time before parsing anything.
-        if not hmac.compare_digest(mac, self._mac(body)):
+        if not self._signed(mac, body) and not (self._keys.refresh() and self._signed(mac, body)):
             raise RequestStateError("bad signature")
         state = _state(body)
         if self._clock() >= state.expires_at:
@@ -123,8 +163,14 @@ class Sealer:
             raise RequestStateError("issued for another request")
         return state
 
-    def _mac(self, body: str) -> str:
-        return _b64(hmac.new(self._key, f"{VERSION}.{body}".encode("ascii"), hashlib.sha256).digest())
+    def _signed(self, mac: str, body: str) -> bool:
+        # Every accepted key is tried (at most a few), so the time taken says nothing of which.
+        matches = [hmac.compare_digest(mac, _mac(key, body)) for key in self._keys.ring().open]
+        return any(matches)
+
+
+def _mac(key: bytes, body: str) -> str:
+    return _b64(hmac.new(key, f"{VERSION}.{body}".encode("ascii"), hashlib.sha256).digest())
 
 
 def _b64(data: bytes) -> str:

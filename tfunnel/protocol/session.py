@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,6 +24,10 @@ CARRIED_CLIENT_CAPABILITIES = ("elicitation", "sampling", "roots")
 DECLINED: Mapping[str, Mapping[str, Any]] = {"elicitation/create": {"action": "decline"},
                                               "roots/list": {"roots": []}}
 
+
+# An instance's name among several behind a proxy (`serve --http --instance`): it starts each
+# session id the instance mints, so what a proxy's routing rule can match, and no more.
+INSTANCE_NAME = re.compile(r"[A-Za-z0-9_-]{1,32}")
 
 # What an HTTP bearer token says of its holder: its subject (`sub`) and scopes.
 TokenFacts = tuple[str | None, frozenset[str]]

@@ -15,6 +15,7 @@ from tfunnel.config.model import Settings
 from tfunnel.observe.audit import AuditLog
 from tfunnel.protocol.eras import Era
 from tfunnel.protocol.jsonrpc import Notification, Request
+from tfunnel.protocol.mrtr import Sealer
 from tfunnel.protocol.session import NO_TOKEN, ClientSession, TokenFacts
 from tfunnel.route.legacy import Choose, LegacyAdapter, Meet, Resources, SessionHooks
 from tfunnel.route.methods import INSTRUCTIONS, Methods
@@ -36,7 +37,8 @@ class Router:
                  resources: Callable[[], Resources] | None = None,
                  face: Callable[[], Face] | None = None,
                  settle: Callable[[], Awaitable[None]] | None = None, meet: Meet | None = None,
-                 waiting: Callable[[], str | None] = lambda: None, choose: Choose | None = None) -> None:
+                 waiting: Callable[[], str | None] = lambda: None, choose: Choose | None = None,
+                 sealer: Sealer | None = None) -> None:
         # Nothing here waits for upstreams: starting ones never hold a client up; their tools
         # appear with list_changed once they are ready. `face` is read for each request: who the
         # server is now (tfunnel with the sections of the upstreams ready now, or the wrapped
@@ -52,8 +54,9 @@ class Router:
         notices = notices or Notices()
         self.legacy = LegacyAdapter(methods, settings, hooks, audit, notices, resources, face=self._face,
                                     meet=meet, choose=choose)
-        self.modern = ModernAdapter(methods, settings, tools_changed or Changes(), parking=parking,
-                                    notices=notices, resources=resources, face=self._face, choose=choose)
+        self.modern = ModernAdapter(methods, settings, tools_changed or Changes(), sealer=sealer,
+                                    parking=parking, notices=notices, resources=resources, face=self._face,
+                                    choose=choose)
 
     async def handle(self, session: ClientSession, request: Request, peer: Peer | None = None, *,
                      era: Era) -> dict[str, Any]:

@@ -1,5 +1,9 @@
 """Legacy Streamable HTTP sessions: minted by `initialize`, ended by DELETE, idleness or eviction.
 
+Behind a proxy that spreads requests over several instances, a session must come back to the
+instance that minted it: `serve --http --instance NAME` starts each id this instance mints with
+`NAME.` (`session_id`), which the proxy maps to that instance (`conf/nginx/tfunnel.conf`).
+
 The store forgets sessions synchronously (so a forgotten id gets 404 at once) and hands each one it
 forgot on its own (expired, evicted) to `run_ends`, which ends it as DELETE does: its calls are
 already cancelled; its Stop hooks run and its end is audited.
@@ -15,7 +19,7 @@ import structlog
 import trio
 
 from tfunnel.protocol import jsonrpc
-from tfunnel.protocol.session import NO_TOKEN, ClientSession, TokenFacts
+from tfunnel.protocol.session import INSTANCE_NAME, NO_TOKEN, ClientSession, TokenFacts
 from tfunnel.serve.connection import Connection
 
 # A session nobody has used for this long is forgotten (its client must initialize again).
@@ -29,6 +33,17 @@ ENDING_QUEUE = 64
 ENDING_WORKERS = 4
 
 log = structlog.get_logger("tfunnel.http")
+
+
+def session_id(instance: str | None) -> str:
+    """A new session id: unguessable visible ASCII (`token_urlsafe` has no "."), prefixed with
+    `instance` and "." when this instance is one of several behind a proxy."""
+    token = secrets.token_urlsafe(32)
+    if instance is None:
+        return token
+    if not INSTANCE_NAME.fullmatch(instance):
+        raise ValueError(f"an instance name is 1 to 32 of A-Z a-z 0-9 _ -, got {instance!r}")
+    return f"{instance}.{token}"
 
 
 @dataclass
@@ -59,7 +74,10 @@ class HttpSession:
 
 
 class SessionStore:
-    def __init__(self, idle_expiry_s: float = IDLE_EXPIRY_S, max_sessions: int = MAX_SESSIONS) -> None:
+    def __init__(self, idle_expiry_s: float = IDLE_EXPIRY_S, max_sessions: int = MAX_SESSIONS, *,
+                 instance: str | None = None) -> None:
+        session_id(instance)  # a bad name fails here, not at the first initialize
+        self.instance = instance
         self._sessions: dict[str, HttpSession] = {}  # in order of last use, least recent first
         self.idle_expiry_s = idle_expiry_s
         self.max_sessions = max_sessions
@@ -90,10 +108,10 @@ class SessionStore:
                      max_sessions=self.max_sessions)
             self.remove(victim.client.id)
             forgotten.append(victim)
-        session_id = secrets.token_urlsafe(32)  # visible ASCII, unguessable
-        client = ClientSession(id=session_id, token_subject=token[0], token_scopes=token[1])
+        minted = session_id(self.instance)
+        client = ClientSession(id=minted, token_subject=token[0], token_scopes=token[1])
         session = HttpSession(connect(client), trio.current_time(), principal=principal)
-        self._sessions[session_id] = session
+        self._sessions[minted] = session
         await self._hand_over(forgotten)
         return session
 
