@@ -91,8 +91,9 @@ class Parking:
         that is gone is a `ToolFailure`."""
         parked = self._calls.get(parked_id)
         if parked is None or parked.pending is None:
-            raise ToolFailure("the upstream call these answers belong to is gone (it finished, or nobody "
-                              f"answered within {self._ttl_s:g} s); call the tool again")
+            raise ToolFailure("the upstream call these answers belong to is not here (it finished, nobody "
+                              f"answered within {self._ttl_s:g} s, or it waits in another instance behind "
+                              "the same proxy); call the tool again")
         question = parked.pending
         answer = answers.get(question.key)
         if not isinstance(answer, dict):  # not answered: ask again (PROTOCOL.md §3.8)
