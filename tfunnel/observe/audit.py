@@ -34,6 +34,7 @@ stderr through structlog (and no more until a write succeeds again); the record 
 
 from __future__ import annotations
 
+import fcntl
 import os
 import stat
 from dataclasses import dataclass
@@ -183,7 +184,7 @@ class AuditLog:
             pass
         else:  # only a regular file rotates (never a directory, nor a path like /dev/stderr)
             if stat.S_ISREG(st.st_mode) and st.st_size >= self.config.max_bytes:
-                self._rotate()
+                self._rotate_once(path)
         # One O_APPEND write per record: a plain append, no fsync (this is a log, not a config file).
         # 0o600 because with logArgs on a record may carry secrets.
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
@@ -193,6 +194,22 @@ class AuditLog:
                 view = view[os.write(fd, view):]
         finally:
             os.close(fd)
+
+    def _rotate_once(self, path: Path) -> None:
+        """Rotate under a lock beside the log, if the file is still over the size then: gateways
+        of one home (instances behind a proxy) share the log, and two rotating at once would
+        move one's fresh file away as a backup, or fail on a file the other just moved."""
+        lock = os.open(path.with_name(f".{path.name}.lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                st = path.stat()
+            except FileNotFoundError:
+                return
+            if st.st_size >= self.config.max_bytes:
+                self._rotate()
+        finally:
+            os.close(lock)  # closing releases the lock
 
     def _rotate(self) -> None:
         """path → path.1 → … → path.N (N = backups; the oldest falls off); backups 0 → drop it."""
