@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import uuid
@@ -96,3 +97,26 @@ def test_quick_run_reports_both_upstreams_http_and_scale(tmp_path: Path) -> None
     assert {v["area"] for v in verdicts} == {"stdio", "HTTP", "scale"}
     for v in verdicts:
         assert v["met"] == (v["median"] <= v["limit"] if v["at_most"] else v["median"] >= v["limit"])
+
+
+def test_the_nginx_bench_quick_run_measures_every_target(tmp_path: Path) -> None:
+    """`nginx_bench.py --quick` (three instances, nginx over 1, 2 and 3 of them; wrk when it is
+    installed, as scripts/test does) exits 0 with every call answered, reports each target's
+    latency, rate and, under wrk, the CPU of each party, and leaves no process behind."""
+    from tests.nginx import nginx_binary
+
+    nginx_binary()  # skips, naming why, without nginx
+    marker = f"TFUNNEL_BENCH_TEST={uuid.uuid4().hex}"
+    key, value = marker.split("=")
+    out = tmp_path / "nginx.json"
+    argv = [sys.executable, str(ROOT / "bench" / "nginx_bench.py"), "--quick", "--json", str(out)]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=QUICK_TIMEOUT_S,
+                          env={**os.environ, "PYTHONPATH": str(ROOT), key: value})
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert _processes_with(marker) == []
+    rows = {row["target"]: row for row in json.loads(out.read_text())["rows"]}
+    assert set(rows) == {"direct", "nginx/1", "nginx/2", "nginx/3"}
+    for row in rows.values():
+        assert row["failed"] == 0 and row["p50_us"] > 0 and row["calls_per_s"] > 0
+        if shutil.which("wrk"):
+            assert row["cores"]["tfunnel"] > 0 and (row["cores"]["nginx"] > 0) is (row["target"] != "direct")
