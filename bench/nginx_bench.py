@@ -40,7 +40,7 @@ from typing import Any
 
 import trio
 from http_peer import HttpPeer, running_http
-from measure import ECHO_TEXT, percentile
+from measure import concurrent_echo, latencies, percentile
 from peer import cpu_seconds, descendants
 from report import table
 from targets import FAST, PYTHON, Target, prepare_home
@@ -114,13 +114,19 @@ async def proxies(work: Path, ports: dict[str, int], pool: int) -> AsyncIterator
 
 
 async def latency_block(peer: HttpPeer, out: Measured, calls: int) -> None:
-    params = TARGET.call_params("echo", {"text": ECHO_TEXT})
-    for _ in range(calls):
-        started = time.perf_counter_ns()
-        if not await peer.call_tool(params):
-            out.failed += 1
-            out.problems.extend(peer.failure_examples[-1:])
-        out.latency_ns.append(time.perf_counter_ns() - started)
+    before = _tally(peer)
+    out.latency_ns += await latencies(peer, TARGET, calls)
+    _failures(peer, out, before)
+
+
+def _tally(peer: HttpPeer) -> tuple[int, int]:
+    return peer.failed_calls(), len(peer.failure_examples)
+
+
+def _failures(peer: HttpPeer, out: Measured, before: tuple[int, int]) -> None:
+    """What `peer` counted as failed since `_tally` gave `before` (it keeps the first examples)."""
+    out.failed += peer.failed_calls() - before[0]
+    out.problems += peer.failure_examples[before[1]:]
 
 
 async def wrk_block(url: str, out: Measured, seconds: float, concurrency: int, parties: Parties) -> None:
@@ -144,22 +150,9 @@ async def wrk_block(url: str, out: Measured, seconds: float, concurrency: int, p
 
 
 async def throughput_block(peer: HttpPeer, out: Measured, calls: int, concurrency: int) -> None:
-    params = TARGET.call_params("echo", {"text": ECHO_TEXT})
-    remaining = calls
-
-    async def worker() -> None:
-        nonlocal remaining
-        while remaining > 0:
-            remaining -= 1
-            if not await peer.call_tool(params):
-                out.failed += 1
-                out.problems.extend(peer.failure_examples[-1:])
-
-    started = time.perf_counter()
-    async with trio.open_nursery() as nursery:
-        for _ in range(concurrency):
-            nursery.start_soon(worker)
-    out.throughput.append(calls / (time.perf_counter() - started))
+    before = _tally(peer)
+    out.throughput.append(calls / await concurrent_echo(peer, TARGET, calls, concurrency))  # type: ignore[arg-type]
+    _failures(peer, out, before)
 
 
 async def run(rounds: int, calls: int, concurrency: int, seconds: float) -> dict[str, list[Measured]]:

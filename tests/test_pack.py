@@ -236,3 +236,23 @@ def _payload(result: Any) -> Any:
     block = result.content[0]
     assert isinstance(block, TextContent)
     return json.loads(block.text)
+
+
+def test_the_shared_requeststate_key_never_goes_into_a_copy(home: Path, tmp_path: Path) -> None:
+    """A key file kept inside a copied folder (mcp/), and its rotated-out predecessor, stay home:
+    the copy makes a key of its own at its first start."""
+    settings = json.loads((home / "toolfunnel.json").read_text())
+    (home / "toolfunnel.json").write_text(json.dumps({**settings, "stateKeyFile": "mcp/state.key"}))
+    for name in ("state.key", "state.key.previous"):
+        (home / "mcp" / name).write_bytes(os.urandom(32))
+        (home / "mcp" / name).chmod(0o600)
+    copy = tmp_path / "copy"
+    done = tfunnel(home, "pack", "--out", str(copy), "--json")
+    assert done.returncode == 0, done.stderr
+    warnings = json.loads(done.stdout)["warnings"]
+    for name in ("state.key", "state.key.previous"):
+        assert not (copy / "mcp" / name).exists()
+        assert f"mcp/{name}: the requestState key of toolfunnel.json stateKeyFile, a secret of this " \
+               "deployment; not copied" in warnings
+    assert json.loads((copy / "toolfunnel.json").read_text())["stateKeyFile"] == "mcp/state.key"
+    assert tfunnel(copy, "check").returncode == 0

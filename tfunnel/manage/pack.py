@@ -26,11 +26,14 @@ from tfunnel.config.atomic import write_atomic, write_json_atomic
 from tfunnel.config.load import SETTINGS_FILE, load_settings
 from tfunnel.config.validate import read_json
 from tfunnel.errors import BadArgument
+from tfunnel.home.state_key import PREVIOUS_SUFFIX
+from tfunnel.home.state_key import resolve as resolve_key
 from tfunnel.manage import pack_project
 from tfunnel.manage.pack_plan import (
     DEFAULT_VERSION,
     ROOTS,
     Kind,
+    Verdict,
     check_description,
     check_format,
     check_name,
@@ -75,7 +78,7 @@ def pack(home: Path, options: PackOptions) -> PackResult:
     toolfunnel.json is invalid."""
     home = home.resolve()
     fmt = check_format(options.format)
-    load_settings(home)  # refuses an invalid toolfunnel.json with its problems
+    settings = load_settings(home)  # refuses an invalid toolfunnel.json with its problems
     raw = _raw_settings(home)
     name = check_name(sanitize_name(options.name or _text(raw.get("serverName"))), fmt)
     version = check_version(options.version or _text(raw.get("serverVersion")) or DEFAULT_VERSION, fmt)
@@ -92,7 +95,7 @@ def pack(home: Path, options: PackOptions) -> PackResult:
     if out.is_dir() and any(out.iterdir()) and not options.force:
         raise BadArgument("out", f"{out} is not empty; pass --force (force) to overwrite its files "
                           "(others are kept)")
-    files, warnings = _walk(home, options.approvals)
+    files, warnings = _walk(home, options.approvals, _secrets(home, settings.state_key_file))
     try:
         written = _write(raw, files, project, out, copy_root, fmt)
     except OSError as exc:
@@ -139,7 +142,17 @@ def _text(value: Any) -> str | None:
     return value if isinstance(value, str) and value.strip() else None
 
 
-def _walk(home: Path, approvals: bool) -> tuple[list[tuple[tuple[str, ...], Path]], list[str]]:
+def _secrets(home: Path, state_key_file: str | None) -> frozenset[Path]:
+    """The files no copy may hold wherever they lie: the requestState key instances share, and
+    its rotated-out predecessor (a copy seals with a key of its own, made at its first start)."""
+    if state_key_file is None:
+        return frozenset()
+    key = resolve_key(home, state_key_file).resolve()
+    return frozenset({key, key.with_name(key.name + PREVIOUS_SUFFIX)})
+
+
+def _walk(home: Path, approvals: bool, secrets: frozenset[Path] = frozenset(),
+          ) -> tuple[list[tuple[tuple[str, ...], Path]], list[str]]:
     """The files to copy (home-relative parts, source path) and the warnings of what was left out."""
     files: list[tuple[tuple[str, ...], Path]] = []
     warnings: list[str] = []
@@ -152,6 +165,9 @@ def _walk(home: Path, approvals: bool) -> tuple[list[tuple[tuple[str, ...], Path
             raise BadArgument("home", f"cannot read {path}: {exc.strerror or exc}") from exc
         verdict = decide(parts, kind, size, approvals=approvals)
         rel = "/".join(parts)
+        if verdict.action == "take" and real in secrets:
+            verdict = Verdict("warn", "the requestState key of toolfunnel.json stateKeyFile, a secret of "
+                              "this deployment; not copied")
         if verdict.action == "warn":
             warnings.append(f"{rel}: {verdict.reason}")
         if verdict.action != "take":
