@@ -9,7 +9,7 @@ import pytest
 import trio
 
 from tfunnel.protocol.jsonrpc import PARSE_ERROR, Request
-from tfunnel.serve.asgi import Stream, json_response, read_message
+from tfunnel.serve.asgi import Disconnected, Stream, json_response, read_body, read_message
 
 pytestmark = pytest.mark.timeout(10)
 
@@ -137,3 +137,27 @@ async def test_an_sse_stream_bounds_what_a_client_makes_us_hold_in_bytes() -> No
     data = await queued.receive()
     stream.written(data)
     assert stream.queued_bytes == 0
+
+
+@pytest.mark.parametrize("parts", [[], [b'{"jsonrpc":"2.0","id":1,'], [b'{"jsonrpc":', b'"2.0"']],
+                         ids=["nothing", "one-part", "two-parts"])
+async def test_a_client_gone_before_its_body_is_whole_gets_nothing_done(parts: list[bytes]) -> None:
+    """Disconnecting mid-body is never a body: `read_body` says so (the admin UI then runs no
+    operation on a part of one) and `read_message` answers nothing."""
+    events: list[dict[str, Any]] = [{"type": "http.request", "body": p, "more_body": True} for p in parts]
+    events.append({"type": "http.disconnect"})
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return events.pop(0)
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    with pytest.raises(Disconnected):
+        await read_body(receive, CAP)
+    events[:] = [{"type": "http.request", "body": p, "more_body": True} for p in parts]
+    events.append({"type": "http.disconnect"})
+    with trio.fail_after(5):
+        assert await read_message(receive, send, CAP, 30.0) is None
+    assert sent == []

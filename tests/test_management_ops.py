@@ -214,3 +214,25 @@ def test_a_display_name_change_carries_exact_matchers_or_refuses(home: Path) -> 
                                    "command": "true"})
     why = refused(home, ops_tools.tool_update, {"id": "echo", "patch": {"name": "Repeat"}})
     assert "loose" in why
+
+
+@pytest.mark.parametrize("args", [
+    {"id": "remote", "transport": "http", "url": "https://example.com/mcp?key=QUERY-SECRET",
+     "headers": {"Authorization": "Bearer HEADER-SECRET"}},
+    {"id": "local", "command": "python3", "args": ["server.py"], "env": {"API_TOKEN": "ENV-SECRET"}},
+])
+def test_an_added_upstreams_secrets_stay_out_of_the_audit_log(home: Path, args: dict[str, Any]) -> None:
+    """The audit record of tf_mcp_add (which the admin UI's Activity view shows) names the
+    upstream's header and environment variables, never their values, and its URL without the
+    query; the file itself keeps them, as written."""
+    configure_log = home / "logs" / "log.config.json"
+    configure_log.parent.mkdir(parents=True, exist_ok=True)
+    configure_log.write_text(json.dumps({"enabled": True}))
+    run(home, ops_mcp.mcp_add, args)
+    log = (home / "logs" / "toolfunnel.log.jsonl").read_text()
+    assert "add upstream" in log
+    for secret in ("QUERY-SECRET", "HEADER-SECRET", "ENV-SECRET"):
+        assert secret not in log
+    assert ("Authorization" in log) is ("headers" in args) and ("API_TOKEN" in log) is ("env" in args)
+    written = (home / "mcp" / "expose.json").read_text()
+    assert any(secret in written for secret in ("QUERY-SECRET", "HEADER-SECRET", "ENV-SECRET"))

@@ -18,6 +18,7 @@ from mcp import Client
 from trio_websocket import open_websocket_url
 
 from tests.uigw import ui_alone, ui_gateway
+from tests.upstreams import set_upstreams
 from tests.wire import alive, gateway_argv
 
 pytestmark = pytest.mark.timeout(120)
@@ -146,6 +147,15 @@ async def test_operations_are_the_management_operations_audited_via_ui(home: Pat
         detail = (await http.get(f"{ui.url}/api/tools/detail", params={"id": "greet"})).json()
         assert detail["entry"]["name"] == "Greet" and detail["scriptText"] == "print('hi')\n"
         assert (await http.get(f"{ui.url}/api/tools/detail", params={"id": "nope"})).status_code == 404
+        # An entry that names a file outside tools/scripts/ (hand-edited, or another's) shows no
+        # script: the view reads only what the runtime would run, never the home's other files.
+        (home / "secret.env").write_text("TOKEN=abc\n")
+        register = json.loads((home / "tools" / "tools.register.json").read_text())
+        peeking = {"type": "script", "path": "secret.env"}
+        register["tools"].append({"id": "peek", "name": "Peek", "invoke": peeking})
+        (home / "tools" / "tools.register.json").write_text(json.dumps(register))
+        peek = (await http.get(f"{ui.url}/api/tools/detail", params={"id": "peek"})).json()
+        assert peek["entry"]["id"] == "peek" and peek["scriptText"] is None
         tools = {t["id"]: t for t in (await ui.view(http, "tools"))["tools"]}
         assert tools["greet"]["enabled"] is True and tools["danger"]["pre"] == []
         # The seeded guard-danger-demo hook (PreToolUse, "danger|Danger Demo"), once on, fires
@@ -325,3 +335,17 @@ async def test_a_wrap_needs_the_notice_read_then_confirm_and_is_cleared_from_the
         assert cleared["ok"] is True and cleared["was"] == "demo"
         async with Client(f"{ui.gateway.url}/mcp", mode="legacy", cache=None) as client:
             assert "toolfunnel_list_tools" in [t.name for t in (await client.list_tools()).tools]
+
+
+async def test_a_stopped_upstream_shows_why_it_was_given_up(home: Path, tmp_path: Path) -> None:
+    """An upstream the isolation guard refuses is stopped at once; the view carries the reason
+    the supervisor gave, apart from its last error."""
+    outside = tmp_path / "elsewhere.py"
+    outside.write_text("")
+    set_upstreams(home, {"id": "bad", "command": "python3", "args": [str(outside)]})
+    async with ui_gateway(home) as ui, httpx2.AsyncClient(timeout=10) as http:
+        with trio.fail_after(30):
+            while (bad := {u["id"]: u for u in (await ui.view(http, "upstreams"))["upstreams"]}["bad"])[
+                    "state"] != "stopped":
+                await trio.sleep(0.1)
+    assert bad["stoppedReason"] and "outside" in bad["stoppedReason"], bad

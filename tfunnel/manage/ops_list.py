@@ -53,7 +53,7 @@ def _mcps(env: Env) -> list[dict[str, Any]]:
         stats = live.get(str(row.get("id")))
         state: dict[str, Any] = {"state": "not running here"} if stats is None else {
             "state": stats.state, "pid": stats.pid, "tools": stats.tools, "era": stats.era,
-            "restarts": stats.restarts, "lastError": stats.last_error or stats.stopped_reason}
+            "restarts": stats.restarts, "lastError": stats.last_error, "stoppedReason": stats.stopped_reason}
         out.append({"id": row.get("id"), "transport": row.get("transport", "stdio"),
                     "enabled": row.get("enabled", True) is not False,
                     "description": row.get("description", ""),

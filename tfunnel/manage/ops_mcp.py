@@ -18,7 +18,7 @@ from tfunnel.approvals import store
 from tfunnel.config.expose import EXPOSE, NAME_PREFIXES, UPSTREAM_KEYS, empty_document, load_expose
 from tfunnel.config.load import STATE
 from tfunnel.errors import ConfigError, ToolFailure
-from tfunnel.gate.manifest import MANIFEST
+from tfunnel.gate.manifest import MANIFEST, shown_url
 from tfunnel.manage.edit import Change, current, validate
 from tfunnel.manage.ops_hooks import EMPTY_MANIFEST
 from tfunnel.manage.ops_wrap import cleared_for
@@ -49,15 +49,27 @@ def mcp_add(env: Env, args: Mapping[str, Any]) -> Plan:
         reasons.append(runs(f"upstream {upstream_id!r}", {k: row[k] for k in ("command", "args", "env", "cwd")
                                                           if k in row}))
     elif "url" in row:  # a remote one: whatever it lists is trusted on first sight (the tool approvals)
-        reasons.append(f"upstream {upstream_id!r} connects to {shown(row['url'])}, and what that server "
-                       "lists reaches the model trusted on first sight (a held change of another "
+        reasons.append(f"upstream {upstream_id!r} connects to {shown_url(str(row['url']))}, and what that "
+                       "server lists reaches the model trusted on first sight (a held change of another "
                        "upstream could come back this way under a new id)")
     if opted:
         reasons.append(f"it opts out of the isolation guard ({', '.join(opted)})")
     loosens = "; ".join(reasons) or None
     return Plan({"upstream": row, "exposed": entries},
-                Change(f"add upstream {upstream_id!r} {shown(row)}"
+                Change(f"add upstream {upstream_id!r} {shown(_without_secrets(row))}"
                        + (f" exposing {shown(entries)}" if entries else ""), {EXPOSE: document}), loosens)
+
+
+def _without_secrets(row: Mapping[str, Any]) -> dict[str, Any]:
+    """An upstream entry as the audit log may keep it: the names of its headers and environment
+    variables, not their values, and its URL without the query (any may hold a credential)."""
+    kept = dict(row)
+    if isinstance(row.get("url"), str):
+        kept["url"] = shown_url(row["url"])
+    for field in ("headers", "env"):
+        if isinstance(row.get(field), Mapping):
+            kept[field] = sorted(row[field])
+    return kept
 
 
 def mcp_set(env: Env, args: Mapping[str, Any]) -> Plan:

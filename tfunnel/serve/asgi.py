@@ -154,15 +154,19 @@ async def lifespan(receive: Receive, send: Send) -> None:
 _DRAIN_FACTOR = 8
 
 
+class Disconnected(Exception):
+    """The client went away before its request body was whole: nothing may act on a part."""
+
+
 async def read_body(receive: Receive, cap: int) -> bytes | None:
     """The whole request body, or None once it passes `cap` (the rest is read and dropped, up to
-    a bound)."""
+    a bound). Raises `Disconnected` when the client leaves before the body is whole."""
     chunks: list[bytes] = []
     size = 0
     while True:
         message = await receive()
         if message["type"] == "http.disconnect":
-            return b""
+            raise Disconnected
         chunk = message.get("body", b"")
         size += len(chunk)
         more = message.get("more_body", False)
@@ -241,9 +245,13 @@ async def read_message(receive: Receive, send: Send, cap: int, timeout_s: float)
     """One JSON-RPC message from the request body; on a body that has not fully arrived within
     `timeout_s` (408: a slow client must not hold a request slot), one over `cap` (413) or one
     that is not a valid message (400 with its JSON-RPC error; -32700 for text that is not UTF-8 or
-    holds a lone surrogate) the error is sent and None returned."""
+    holds a lone surrogate) the error is sent and None returned. A client gone before its body
+    was whole is answered nothing (None)."""
     with trio.move_on_after(timeout_s) as reading:
-        body = await read_body(receive, cap)
+        try:
+            body = await read_body(receive, cap)
+        except Disconnected:
+            return None
     if reading.cancelled_caught:
         # The client may never read this; the connection closes after it (the body is unfinished).
         await rpc_error(send, 408, None, jsonrpc.INVALID_REQUEST,

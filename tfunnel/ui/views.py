@@ -28,6 +28,7 @@ from tfunnel.observe.tokens import Counter, dumps
 from tfunnel.surface import meta
 from tfunnel.surface.catalog import Catalog
 from tfunnel.surface.full import full_top_level
+from tfunnel.tools.resolve import ScriptNotRunnable, resolve_script
 
 # The most of the audit log's end that a view reads (its newest records).
 TAIL_BYTES = 1024 * 1024
@@ -228,8 +229,11 @@ def _firing(manifest: HookManifest, event: str, names: Iterable[str]) -> list[st
 
 
 def _read_script(home: Path, relative: str) -> str | None:
-    path = (home / relative).resolve()
-    if not path.is_relative_to(home.resolve()) or not path.is_file():
+    """The text of the script the tool runs: the file the runtime resolves (inside
+    `tools/scripts/` only, whatever the entry says), else None."""
+    try:
+        path = resolve_script(home, relative)
+    except ScriptNotRunnable:
         return None
     try:
         data = path.read_bytes()[:1024 * 1024]

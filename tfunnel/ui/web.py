@@ -20,7 +20,7 @@ import trio
 
 from tfunnel.errors import ToolFailure
 from tfunnel.protocol import jsonrpc
-from tfunnel.serve.asgi import Receive, Scope, Send, lifespan, read_body
+from tfunnel.serve.asgi import Disconnected, Receive, Scope, Send, lifespan, read_body
 from tfunnel.ui import guard, views
 from tfunnel.ui.live import Hub
 
@@ -139,7 +139,11 @@ class UiApp:
         if not path.startswith("/api/op/") or name not in OPERATIONS:
             await _json(send, 404, {"ok": False, "error": f"no operation {name[:100]!r}"})
             return
-        body = await read_body(receive, guard.MAX_BODY_BYTES)
+        try:
+            body = await read_body(receive, guard.MAX_BODY_BYTES)
+        except Disconnected:  # a part of a body never runs an operation
+            log.info("admin ui request abandoned before its body was whole", operation=name)
+            return
         if body is None:
             await _json(send, 413, {"ok": False, "error": "request body too large"})
             return
