@@ -198,8 +198,11 @@ def elicitation(action: str, seen: list[str]) -> Any:
 async def test_ask_goes_to_the_user_through_elicitation(
     home: Path, tmp_path: Path, action: str, runs: bool
 ) -> None:
-    """An `ask` decision becomes elicitation/create; only an accept runs the tool."""
+    """An `ask` decision becomes elicitation/create; only an accept runs the tool. The audit
+    log's gate record is the user's answer, marked as asked (the admin UI's "asks" filter)."""
     set_hooks(home, {"command": decision("ask", "Danger ahead")})
+    (home / "logs").mkdir(exist_ok=True)
+    (home / "logs" / "log.config.json").write_text(json.dumps({"enabled": True}))
     danger_log = tmp_path / "danger.log"
     seen: list[str] = []
     params = StdioServerParameters(command=sys.executable, args=gateway_argv(home, "serve")[1:],
@@ -210,6 +213,9 @@ async def test_ask_goes_to_the_user_through_elicitation(
         assert result.is_error is (not runs)
     assert len(seen) == 1 and seen[0].startswith("Danger ahead")
     assert danger_log.exists() is runs
+    records = [json.loads(line) for line in (home / "logs" / "toolfunnel.log.jsonl").read_text().splitlines()]
+    [gate] = [r for r in records if r["type"] == "gate" and r["tool"] == "danger"]
+    assert gate["asked"] is True and gate["decision"] == ("allow" if runs else "deny")
 
 
 @pytest.mark.parametrize(("fallback", "runs"), [(None, False), ("deny", False), ("allow", True)])

@@ -39,7 +39,7 @@ async def test_a_question_parks_the_call_and_the_answer_completes_it() -> None:
             done = await parking.resume(first.parked, {key: {"action": "accept"}}, None)
             assert isinstance(done, dict)
             assert done["content"][0]["text"] == "accept" and len(parking) == 0
-            with pytest.raises(ToolFailure, match="is not here .*call the tool again"):
+            with pytest.raises(ToolFailure, match=r"is not here .*call the tool again"):
                 await parking.resume(first.parked, {key: {"action": "accept"}}, None)
         nursery.cancel_scope.cancel()
 

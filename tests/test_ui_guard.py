@@ -107,6 +107,8 @@ def test_what_each_change_reloads(files: list[str], upstreams: bool, tools: bool
     ({"type": "gate", "decision": "deny"}, {"all", "deny"}),
     ({"type": "tool", "ok": False, "denied": True}, {"all", "deny", "error"}),
     ({"type": "gate", "decision": "ask"}, {"all", "ask"}),
+    ({"type": "gate", "decision": "allow", "asked": True}, {"all", "ask"}),
+    ({"type": "gate", "decision": "deny", "asked": True}, {"all", "ask", "deny"}),
     ({"type": "tool", "ok": True}, {"all"}),
     ({"type": "mcp", "event": "crashed", "error": "exit 1"}, {"all", "error"}),
     ({"type": "config", "via": "ui"}, {"all"}),

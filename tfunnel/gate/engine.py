@@ -66,7 +66,8 @@ class HookEngine:
         if self._audit.enabled:
             self._audit.record("gate", tool=call.surfaced, decision="allow" if decision.allow else "deny",
                                reason=decision.reason or None, hook=decision.hook, session=call.session_id,
-                               args=self._audit.redact(dict(call.args)))
+                               args=self._audit.redact(dict(call.args)),
+                               **({"asked": True} if decision.asked else {}))
         return decision
 
     async def post_tool_use(self, call: ToolCall, result: ToolResult) -> None:
@@ -100,18 +101,18 @@ class HookEngine:
             if call.ask_user is not None:
                 accepted = await call.ask_user(f"{combined.reason}\n\nAllow the call to {call.surfaced!r}?")
                 if isinstance(accepted, NeedsInput):
-                    return PreDecision(allow=False, hook=combined.hook_id, needs_input=accepted,
+                    return PreDecision(allow=False, hook=combined.hook_id, needs_input=accepted, asked=True,
                                        reason=f"{combined.reason} (waiting for the user's answer)")
                 if not accepted:
-                    return PreDecision(allow=False, hook=combined.hook_id,
+                    return PreDecision(allow=False, hook=combined.hook_id, asked=True,
                                        reason=f"{combined.reason} (the user did not allow it)")
             elif self._ask_fallback() != "allow":
-                return PreDecision(allow=False, hook=combined.hook_id, reason=(
+                return PreDecision(allow=False, hook=combined.hook_id, asked=True, reason=(
                     f"{combined.reason} (the client cannot be asked; gate.askFallback is deny)"))
         if combined is _NO_HOOKS or combined == _NO_HOOKS:
             return ALLOW
         return PreDecision(allow=True, hook=combined.hook_id, updated_input=combined.updated_input,
-                           additional_context=combined.additional_context)
+                           additional_context=combined.additional_context, asked=combined.decision == "ask")
 
     async def _fire(self, event: HookEvent, hooks: Sequence[HookSpec],
                     payload: Mapping[str, Any]) -> Combined:

@@ -90,6 +90,8 @@ class PreDecision:
     hook: str | None = None
     # An `ask` still waiting for the client's answer (then `allow` is False: nothing runs).
     needs_input: NeedsInput | None = None
+    # A hook asked: the verdict is the user's answer (or gate.askFallback when none could be had).
+    asked: bool = False
 
 
 ALLOW = PreDecision(allow=True)

@@ -165,8 +165,8 @@ def passes(record: Mapping[str, Any], kind: str) -> bool:
     rule to live records)."""
     if kind == "deny":
         return record.get("decision") == "deny" or record.get("denied") is True
-    if kind == "ask":
-        return record.get("decision") == "ask"
+    if kind == "ask":  # a hook asked: the decision is the user's answer (or gate.askFallback)
+        return record.get("asked") is True or record.get("decision") == "ask"
     if kind == "error":
         return record.get("ok") is False or "error" in record
     return True

@@ -7,7 +7,7 @@ let filter = "all";
 // The same rule as the server's `views.passes`.
 export function passes(record, kind) {
   if (kind === "deny") return record.decision === "deny" || record.denied === true;
-  if (kind === "ask") return record.decision === "ask";
+  if (kind === "ask") return record.asked === true || record.decision === "ask";
   if (kind === "error") return record.ok === false || "error" in record;
   return true;
 }
