@@ -349,3 +349,26 @@ async def test_a_stopped_upstream_shows_why_it_was_given_up(home: Path, tmp_path
                     "state"] != "stopped":
                 await trio.sleep(0.1)
     assert bad["stoppedReason"] and "outside" in bad["stoppedReason"], bad
+
+
+@pytest.mark.parametrize(("document", "expected"), [
+    (None, {"present": False, "enabled": False, "problems": []}),
+    ({"enabled": True, "issuer": "https://as.example", "audience": "https://gw.example/mcp",
+      "jwksUri": "https://as.example/jwks?tenant=t1", "requiredScopes": ["mcp"]},
+     {"present": True, "enabled": True, "issuer": "https://as.example", "audience": "https://gw.example/mcp",
+      "jwksUri": "https://as.example/jwks", "requiredScopes": ["mcp"], "problems": []}),
+    ('{"enabled": true, "issuer": ', {"present": True}),
+])
+async def test_the_settings_view_shows_the_http_services_authentication(
+        home: Path, document: Any, expected: dict[str, Any]) -> None:
+    """Read-only: on or off, of which issuer and audience, which scopes; a broken file as its
+    problems (the HTTP service would refuse to start); no URL query shown."""
+    if document is not None:
+        (home / "auth").mkdir()
+        (home / "auth" / "auth.config.json").write_text(
+            document if isinstance(document, str) else json.dumps(document))
+    async with ui_alone(home) as ui, httpx2.AsyncClient(timeout=10) as http:
+        auth = (await ui.view(http, "settings"))["auth"]
+    assert {k: auth.get(k, False) for k in expected} == expected
+    if isinstance(document, str):
+        assert auth["problems"] and "enabled" not in auth

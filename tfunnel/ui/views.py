@@ -14,11 +14,13 @@ from pathlib import Path
 from typing import Any
 
 from tfunnel.approvals.book import Book
+from tfunnel.auth.config import AUTH, AUTH_FILE
+from tfunnel.config.files import read_config
 from tfunnel.config.load import REGISTER
 from tfunnel.config.model import META_TOOL_NAMES
 from tfunnel.errors import ToolFailure
 from tfunnel.gate.gated import ToolCall
-from tfunnel.gate.manifest import HookManifest
+from tfunnel.gate.manifest import HookManifest, shown_url
 from tfunnel.manage import ops_approvals, ops_list, ops_settings, ops_wrap
 from tfunnel.manage.builtins import Management
 from tfunnel.manage.edit import current
@@ -190,7 +192,25 @@ def approvals(source: Source) -> dict[str, Any]:
 def settings(source: Source) -> dict[str, Any]:
     result = ops_settings.settings(source.env, {}).result
     return {"file": str(source.home / "toolfunnel.json"), "settings": result["settings"],
-            "restartRequired": [*ops_settings.SETTING_FIELDS, "gate.askFallback", "gate.confirmManagement"]}
+            "restartRequired": [*ops_settings.SETTING_FIELDS, "gate.askFallback", "gate.confirmManagement"],
+            "auth": auth_summary(source.home)}
+
+
+def auth_summary(home: Path) -> dict[str, Any]:
+    """`auth/auth.config.json` as the Settings view shows it, read-only: whether the HTTP service
+    requires bearer tokens and of whom (it holds no secret: a resource server verifies tokens
+    with the issuer's public keys), or the problems that refuse the HTTP service's start."""
+    reading = read_config(home, AUTH)
+    shown: dict[str, Any] = {"file": str(home / AUTH_FILE), "present": reading.kind != "missing",
+                             "problems": [str(p) for p in reading.problems]}
+    config = reading.value
+    if config is not None and not reading.problems:
+        shown.update(enabled=config.enabled, issuer=config.issuer,
+                     audience=config.audience_as_written or config.audience,
+                     jwksUri=shown_url(config.jwks_uri) if config.jwks_uri else "",
+                     algorithms=list(config.algorithms), requiredScopes=list(config.required_scopes),
+                     clockToleranceSec=config.clock_tolerance_s)
+    return shown
 
 
 # --- helpers ---

@@ -1,5 +1,5 @@
 // Settings: toolfunnel.json's identity, ports, counter and gate; every change applies after a restart.
-import { act, get, op } from "../api.js";
+import { act, clear, el, get, op } from "../api.js";
 
 const TEXT = ["serverName", "serverVersion", "clientName", "clientVersion"];
 const NUMBERS = ["httpPort", "uiPort"];
@@ -42,4 +42,28 @@ export async function load(again) {
   for (const key of [...TEXT, ...NUMBERS]) f[key].value = value(shown, key) ?? "";
   for (const [key, fallback] of Object.entries(CHOICES)) f[key].value = value(shown, key) ?? fallback;
   f.serveLegacy.checked = shown.serveLegacy !== false;
+  showAuth(view.auth);
+}
+
+function showAuth(auth) {
+  document.getElementById("auth-file").textContent = auth.file;
+  const body = clear(document.getElementById("auth-body"));
+  const fact = (term, value) => body.append(el("dt", {}, term), el("dd", {}, value));
+  if (auth.problems.length) {
+    fact("State", "broken: the HTTP service refuses to start");
+    for (const problem of auth.problems) fact("Problem", problem);
+    return;
+  }
+  if (!auth.enabled) {
+    fact("State", auth.present ? "off (enabled is false)" : "off (no file)");
+    fact("Who may call", "any process on this machine (the service binds loopback only)");
+    return;
+  }
+  fact("State", "on: every request needs a bearer token");
+  fact("Issuer", auth.issuer);
+  fact("Audience", auth.audience);
+  fact("Keys", auth.jwksUri || "found through the issuer's metadata");
+  fact("Algorithms", auth.algorithms.join(", "));
+  fact("Required scopes", auth.requiredScopes.join(", ") || "none");
+  fact("Clock tolerance", `${auth.clockToleranceSec} s`);
 }
