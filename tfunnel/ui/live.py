@@ -177,6 +177,13 @@ class Pulse:
                 for s in self._upstreams()}
 
     def tick(self) -> None:
+        """One look at everything (the tests' way; `run` reads the audit log in a thread)."""
+        self.look()
+        self.publish_audit(self._tail.read_new())
+
+    def look(self) -> None:
+        """The files' signatures and the upstreams' states: cheap, and the supervisor's state may
+        only be read on the Trio thread."""
         files = self._signatures()
         changed_files = [name for name, sig in files.items() if self._files.get(name) != sig]
         self._files = files
@@ -187,7 +194,9 @@ class Pulse:
         views = changed_views(changed_files, upstreams_changed, tools_changed)
         if views:
             self._hub.publish({"type": "changed", "what": views})
-        for record in self._tail.read_new():
+
+    def publish_audit(self, records: list[dict[str, Any]]) -> None:
+        for record in records:
             self._hub.publish({"type": "audit", "record": record})
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -200,6 +209,9 @@ class Pulse:
                 self._tail.skip_existing()
                 continue
             try:
-                self.tick()
+                self.look()
+                # Reading and parsing what the audit log gained (up to 256 KiB) is the gateway's
+                # event loop's time only if it happens on its thread: it does not.
+                self.publish_audit(await trio.to_thread.run_sync(self._tail.read_new))
             except Exception:  # a view's source failing must not end live updates for good
                 log.exception("admin ui: live update failed")

@@ -58,12 +58,12 @@ VIEWS: Mapping[str, tuple[View, bool]] = {
     "/api/status": (lambda s, q: views.status(s), False),
     "/api/surface": (lambda s, q: views.surface(s), True),
     "/api/tools": (lambda s, q: views.tools(s), False),
-    "/api/tools/detail": (lambda s, q: views.tool_detail(s, q.get("id", "")), False),
+    "/api/tools/detail": (lambda s, q: views.tool_detail(s, q.get("id", "")), True),  # files only
     "/api/upstreams": (lambda s, q: views.upstreams(s), False),
     "/api/hooks": (lambda s, q: views.hooks(s), True),
     "/api/activity": (_activity, True),
     "/api/approvals": (lambda s, q: views.approvals(s), True),
-    "/api/settings": (lambda s, q: views.settings(s), False),
+    "/api/settings": (lambda s, q: views.settings(s), True),  # files only
 }
 
 
