@@ -23,7 +23,6 @@ import shlex
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +41,7 @@ from tfunnel.config.validate import read_json
 from tfunnel.errors import ConfigError, ConfigProblem, ToolFailure
 from tfunnel.home import preflight
 from tfunnel.manage.edit import Change, commit
+from tfunnel.manage.ops_mcp import reconnect_stamp
 from tfunnel.manage.ops_wrap import cleared_for
 from tfunnel.manage.plans import Env
 from tfunnel.observe.audit import AuditLog
@@ -137,8 +137,7 @@ def mcp_command(home: Path, action: str, upstream_id: str | None, command: list[
             raw["expose"] = kept
         done = f"{upstream_id}: removed (and {cascaded} expose entr{'y' if cascaded == 1 else 'ies'})"
     else:  # reconnect
-        rows[index]["reconnectAt"] = datetime.now(UTC).isoformat(timespec="microseconds").replace(
-            "+00:00", "Z")
+        rows[index]["reconnectAt"] = reconnect_stamp()
         done = f"{upstream_id}: reconnect requested (a running gateway restarts it)"
         if rows[index].get("enabled", True) is False:
             done += "; it is disabled, so it starts only once enabled"

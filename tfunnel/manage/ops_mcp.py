@@ -60,6 +60,12 @@ def mcp_add(env: Env, args: Mapping[str, Any]) -> Plan:
                        + (f" exposing {shown(entries)}" if entries else ""), {EXPOSE: document}), loosens)
 
 
+def reconnect_stamp() -> str:
+    """A `reconnectAt` value: now, to the microsecond, so that two reconnects in one second are two
+    changes of the definition (each restarts the upstream)."""
+    return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
 def _without_secrets(row: Mapping[str, Any]) -> dict[str, Any]:
     """An upstream entry as the audit log may keep it: the names of its headers and environment
     variables, not their values, and its URL without the query (any may hold a credential)."""
@@ -95,7 +101,7 @@ def mcp_set(env: Env, args: Mapping[str, Any]) -> Plan:
     elif action in ("pin", "unpin"):
         row["legacyPin"] = result["legacyPin"] = action == "pin"
     else:  # reconnect: a new stamp is a changed definition, which restarts it (a stopped one too)
-        row["reconnectAt"] = result["reconnectAt"] = datetime.now(UTC).isoformat(timespec="seconds")
+        row["reconnectAt"] = result["reconnectAt"] = reconnect_stamp()
     documents: dict[Any, dict[str, Any]] = {EXPOSE: document}
     summary = f"{action} upstream {upstream_id!r}"
     state = cleared_for(env, upstream_id) if action in ("disable", "remove") else None
