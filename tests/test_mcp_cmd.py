@@ -388,8 +388,10 @@ def test_every_change_is_audited(tmp_path: Path) -> None:
         assert run(tmp_path, action, "u", command) == 0
     run(tmp_path, "list")
     records = [json.loads(line) for line in log.read_text().splitlines()]
+    # add is the command's own; the others are tf_mcp_set's operation, which says it its way.
     assert [(r["type"], r["file"], r["via"], r["change"]) for r in records] == [
-        ("config", "mcp/expose.json", "cli", f"{action} u") for action, _ in steps]
+        ("config", "mcp/expose.json", "cli", "add u" if action == "add" else f"{action} upstream 'u'")
+        for action, _ in steps]
 
 
 # --------------------------------------------------------------------------- CLI wiring

@@ -5,6 +5,9 @@ resulting document (`parse_expose`, the same rules and messages as loading) befo
 keeps unknown fields and the order of entries, and records an audit `config` record (via "cli").
 A missing file is created as `{"version": 1, "upstreams": [], "expose": []}` by the first change.
 
+`enable`, `disable`, `remove` and `reconnect` are `tf_mcp_set`'s operation (`ops_mcp.mcp_set`, the
+one the in-band tool and the admin UI run); `add` is this command's own (it takes a command line
+and warns of what the gateway would refuse to start).
 `remove` cascades: the upstream's expose entries go with it; `disable` and `remove` of the wrapped
 upstream (`tfunnel wrap`) clear the wrap in `tools/tools.state.json` in the same change.
 `reconnect` stamps `reconnectAt` with the current UTC time; a running gateway restarts an upstream
@@ -28,7 +31,6 @@ from typing import Any
 
 from tfunnel.config.atomic import write_json_atomic
 from tfunnel.config.expose import (
-    EXPOSE,
     EXPOSE_FILE,
     ExposeConfig,
     UpstreamSpec,
@@ -36,12 +38,11 @@ from tfunnel.config.expose import (
     parse_expose,
 )
 from tfunnel.config.home import child_environment
-from tfunnel.config.load import STATE
 from tfunnel.config.validate import read_json
 from tfunnel.errors import ConfigError, ConfigProblem, ToolFailure
 from tfunnel.home import preflight
-from tfunnel.manage.edit import Change, commit
-from tfunnel.manage.ops_mcp import reconnect_stamp
+from tfunnel.manage import ops_mcp
+from tfunnel.manage.edit import commit
 from tfunnel.manage.ops_wrap import cleared_for
 from tfunnel.manage.plans import Env
 from tfunnel.observe.audit import AuditLog
@@ -117,33 +118,34 @@ def mcp_command(home: Path, action: str, upstream_id: str | None, command: list[
         known = ", ".join(sorted(u.id for u in config.upstreams)) or "none"
         print(f"{_PREFIX} no upstream with id {upstream_id!r} (known: {known})", file=sys.stderr)
         return 1
-    rows: list[Any] = raw["upstreams"]
-    index = next(i for i, row in enumerate(rows) if row.get("id") == upstream_id)
-    # Disabling or removing the wrapped upstream clears the wrap in the same change.
-    state = cleared_for(Env(home), upstream_id) if action in ("disable", "remove") else None
+    row = next(row for row in raw["upstreams"] if row.get("id") == upstream_id)
     if action in ("enable", "disable"):
-        wanted = action == "enable"
-        if rows[index].get("enabled", True) is wanted and state is None:
+        # Nothing to do (and no wrap of it to clear): the file and the audit log stay as they are.
+        wrapped = action == "disable" and cleared_for(Env(home), upstream_id) is not None
+        if row.get("enabled", True) is (action == "enable") and not wrapped:
             print(f"{upstream_id}: already {action}d")
             return 0
-        rows[index]["enabled"] = wanted
         done = f"{upstream_id}: {action}d"
     elif action == "remove":
-        del rows[index]
-        items = raw.get("expose", [])
-        kept = [item for item in items if item.get("upstream") != upstream_id]
-        cascaded = len(items) - len(kept)
-        if "expose" in raw:
-            raw["expose"] = kept
+        cascaded = sum(1 for item in raw.get("expose", []) if item.get("upstream") == upstream_id)
         done = f"{upstream_id}: removed (and {cascaded} expose entr{'y' if cascaded == 1 else 'ies'})"
     else:  # reconnect
-        rows[index]["reconnectAt"] = reconnect_stamp()
         done = f"{upstream_id}: reconnect requested (a running gateway restarts it)"
-        if rows[index].get("enabled", True) is False:
+        if row.get("enabled", True) is False:
             done += "; it is disabled, so it starts only once enabled"
-    if state is not None:
-        return _commit_clearing(home, raw, state, action, upstream_id, done)
-    return _commit(home, raw, action, upstream_id, done)
+    # tf_mcp_set's operation (the one the in-band tool and the admin UI run): disabling or
+    # removing the wrapped upstream clears the wrap in the same change.
+    try:
+        plan = ops_mcp.mcp_set(Env(home), {"id": upstream_id, "action": action})
+        if plan.change is not None:
+            commit(home, plan.change, AuditLog(home), via="cli")
+    except ToolFailure as exc:
+        print(f"{_PREFIX} {exc}", file=sys.stderr)
+        return 1
+    print(done)
+    if plan.result.get("wrapCleared"):
+        print(f'wrap cleared (was "{upstream_id}")')
+    return 0
 
 
 def add_mcp_arguments(
@@ -353,21 +355,6 @@ def _commit(home: Path, raw: dict[str, Any], action: str, upstream_id: str, done
     write_json_atomic(home / EXPOSE_FILE, raw)
     AuditLog(home).record("config", file=EXPOSE_FILE, via="cli", change=f"{action} {upstream_id}")
     print(done)
-    return 0
-
-
-def _commit_clearing(home: Path, raw: dict[str, Any], state: dict[str, Any], action: str,
-                     upstream_id: str, done: str) -> int:
-    """Write the upstream change and the cleared wrap as one change (each file validated, then
-    written atomically and audited)."""
-    try:
-        commit(home, Change(f"{action} {upstream_id} and clear the wrap of it", {EXPOSE: raw, STATE: state}),
-               AuditLog(home), via="cli")
-    except ToolFailure as exc:
-        print(f"{_PREFIX} {exc}", file=sys.stderr)
-        return 1
-    print(done)
-    print(f'wrap cleared (was "{upstream_id}")')
     return 0
 
 

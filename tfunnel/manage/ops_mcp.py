@@ -80,6 +80,7 @@ def _without_secrets(row: Mapping[str, Any]) -> dict[str, Any]:
 
 def mcp_set(env: Env, args: Mapping[str, Any]) -> Plan:
     document = current(env.home, EXPOSE, empty_document())
+    had_expose = "expose" in document  # a file without the array stays without one
     upstreams, exposed = _lists(document)
     upstream_id, action = str(args["id"]), str(args["action"])
     row = next((u for u in upstreams if isinstance(u, dict) and u.get("id") == upstream_id), None)
@@ -102,6 +103,8 @@ def mcp_set(env: Env, args: Mapping[str, Any]) -> Plan:
         row["legacyPin"] = result["legacyPin"] = action == "pin"
     else:  # reconnect: a new stamp is a changed definition, which restarts it (a stopped one too)
         row["reconnectAt"] = result["reconnectAt"] = reconnect_stamp()
+    if not had_expose and not document["expose"]:
+        del document["expose"]
     documents: dict[Any, dict[str, Any]] = {EXPOSE: document}
     summary = f"{action} upstream {upstream_id!r}"
     state = cleared_for(env, upstream_id) if action in ("disable", "remove") else None
