@@ -244,3 +244,64 @@ async def test_a_tools_script_is_edited_from_its_detail_panel(home: Path) -> Non
         register = (home / "tools" / "tools.register.json").read_text()
         assert '"summary": "Echo, edited from the page"' in register
         assert b.console == []
+
+
+async def test_a_hook_turned_off_then_removed_from_the_page(home: Path, tmp_path: Path) -> None:
+    """The seeded guard of the Danger Demo, switched on, blocks danger; unticked on the page it
+    lets danger run; removed (after the page's own confirmation) it is gone from both files."""
+    marker = tmp_path / "danger.log"
+    hook = "pre-tool-use/guard-danger-demo"
+    row = f'tr[data-hook="{hook}"]'
+    async with ui_gateway(home, {"TOOLFUNNEL_DANGER_LOG": str(marker)}) as ui, browser() as b, \
+            httpx2.AsyncClient(timeout=10) as http:
+        assert ui.gateway is not None
+        assert (await ui.op(http, "tf_hook_set", {"id": hook, "action": "enable"}))["ok"] is True
+        async with Client(f"{ui.gateway.url}/mcp", mode="legacy", cache=None) as client:
+            async def danger_refused() -> bool:
+                ran = await client.call_tool("toolfunnel_run_tool", {"name": "danger", "args": {}})
+                return bool(ran.is_error)
+
+            with trio.fail_after(10):
+                while not await danger_refused():
+                    marker.unlink(missing_ok=True)  # not yet applied: it ran; wait for the hook
+                    await trio.sleep(0.1)
+            assert not marker.exists()
+            await open_view(b, ui, "hooks")
+            await b.do(lambda page: page.click(f'{row} input[data-action="toggle"]'))
+            await appears(b, f'{row} input[data-action="toggle"]:not(:checked)')
+            with trio.fail_after(10):
+                while await danger_refused():
+                    await trio.sleep(0.1)
+            assert marker.exists()
+            await b.do(lambda page: page.click(f'{row} button[data-action="remove"]'))
+            await b.do(lambda page: page.click("dialog button.danger"))  # "Yes"
+            await b.do(lambda page: page.wait_for_selector(row, state="detached"))
+        hooks = {h["id"] for h in (await ui.view(http, "hooks"))["hooks"]}
+        assert hook not in hooks
+        assert hook not in (home / "hooks" / "hooks.manifest.json").read_text()
+        assert (home / "hooks" / "scripts" / "guard_danger_demo.py").exists()  # its script stays
+    assert b.console == []
+
+
+async def test_an_upstream_disabled_on_the_page_leaves_a_clients_listing_and_comes_back(home: Path) -> None:
+    async with ui_gateway(home) as ui, browser() as b:
+        assert ui.gateway is not None
+        async with Client(f"{ui.gateway.url}/mcp", mode="legacy", cache=None) as client:
+            async def listed() -> list[str]:
+                answer = await client.call_tool("toolfunnel_list_tools", {"category": "mcp:demo"})
+                return [t["id"] for t in (answer.structured_content or {}).get("tools", [])]
+
+            assert "demo_echo" in await listed()
+            await open_view(b, ui, "upstreams")
+            row = 'tr[data-upstream="demo"]'
+            await b.do(lambda page: page.click(f'{row} button[data-action="disable"]'))
+            await appears(b, f'{row} button[data-action="enable"]')
+            with trio.fail_after(15):
+                while "demo_echo" in await listed():
+                    await trio.sleep(0.1)
+            await b.do(lambda page: page.click(f'{row} button[data-action="enable"]'))
+            await appears(b, f'{row} button[data-action="disable"]')
+            with trio.fail_after(30):
+                while "demo_echo" not in await listed():
+                    await trio.sleep(0.2)
+    assert b.console == []
