@@ -274,7 +274,15 @@ async def test_held_items_show_with_their_diff_and_are_accepted_from_the_ui(home
             assert any(line.startswith("+") and "Now it does more." in line for line in item["diff"])
             assert (await ui.view(http, "status"))["counts"]["held"] == 1
             assert (await touch(client)).is_error
-            accepted = await ui.op(http, "tf_accept_change", {"upstream": "shift", "tool": "touch"})
+            # What is accepted is what the page showed: another digest than the held one (the
+            # upstream changed again while the operator read the diff) refuses it.
+            stale = await ui.op(http, "tf_accept_change", {"upstream": "shift", "tool": "touch",
+                                                           "digests": {"tool:touch": "sha256:" + "0" * 64}})
+            assert stale["_status"] == 400 and "another change than the one reviewed" in stale["error"]
+            assert (await ui.view(http, "approvals"))["upstreams"][0]["held"][0]["key"] == "tool:touch"
+            assert item["digest"].startswith("sha256:")
+            accepted = await ui.op(http, "tf_accept_change", {"upstream": "shift", "tool": "touch",
+                                                              "digests": {"tool:touch": item["digest"]}})
             assert accepted["ok"] is True, accepted
             with trio.fail_after(20):
                 while (await touch(client)).is_error:

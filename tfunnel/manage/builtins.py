@@ -161,8 +161,11 @@ BUILTINS: Mapping[str, Builtin] = {b.name: b for b in (
     Builtin("tf_accept_change", "Accept a held upstream change",
             "Approve what tool approvals hold for an upstream (a changed or quarantined tool, prompt, "
             "template or instructions): all it holds, or one item by name. Always needs the user's "
-            "confirmation.",
-            _schema({"upstream": _ID, "tool": _STR}, ["upstream"]), ops_approvals.accept_change),
+            "confirmation. With digests ({item: digest}, as listed), only what was reviewed: an item "
+            "that holds another digest by now, or is not among them, refuses the whole change.",
+            _schema({"upstream": _ID, "tool": _STR,
+                     "digests": {"type": "object", "additionalProperties": {"type": "string"}}},
+                    ["upstream"]), ops_approvals.accept_change),
     Builtin("tf_wrap", "Wrap one upstream: make it the whole surface",
             "{} shows the wrap and the upstreams; {upstream, as?, confirm: true} makes that enabled "
             "upstream the entire surface (its own tools, names and identity; the gate still runs), "

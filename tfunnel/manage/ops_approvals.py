@@ -101,6 +101,13 @@ def accept_change(env: Env, args: Mapping[str, Any]) -> Plan:
     chosen = choose(book, args["upstream"], args.get("tool"))
     new, done = accepted(book, chosen, now_iso())
     pairs = [(u, k) for u, keys in done.items() for k in keys]
+    reviewed = args.get("digests")
+    if isinstance(reviewed, Mapping):  # accept exactly what the reviewer saw (the admin UI's diff)
+        for u, k in pairs:
+            now = book.upstreams[u].held[k].digest
+            if reviewed.get(k) != now:
+                raise ToolFailure(f"{u}/{k} holds another change than the one reviewed (now {now[:19]}); "
+                                  "look at it again before accepting")
     reasons = "; ".join(f"{u}/{k}: {book.upstreams[u].held[k].reason}" for u, k in pairs)
     # Each item with its digest: what the user confirms is that descriptor, and a change while
     # they are asked makes the question differ (`Management.run` then writes nothing).

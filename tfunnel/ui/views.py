@@ -183,7 +183,8 @@ def approvals(source: Source) -> dict[str, Any]:
         chosen = ops_approvals.Chosen({upstream: None})
         held = [{"key": d["item"], "kind": d["item"].split(":", 1)[0] if ":" in d["item"] else d["item"],
                  "name": d["item"].split(":", 1)[-1], "reason": d["reason"], "why": d["why"],
-                 "since": record.held[d["item"]].since, "diff": d["diff"].splitlines()}
+                 "since": record.held[d["item"]].since, "diff": d["diff"].splitlines(),
+                 "digest": record.held[d["item"]].digest}
                 for d in ops_approvals.diff(book, chosen)]
         out.append({"id": upstream, "held": held})
     return {"upstreams": out}

@@ -15,8 +15,10 @@ export async function load(again) {
     return;
   }
   for (const upstream of view.upstreams) {
+    // What is accepted is what this page shows: the digests go along, and a change since is refused.
+    const digests = Object.fromEntries(upstream.held.map((held) => [held.key, held.digest]));
     const all = el("button", { type: "button", dataset: { action: "accept-all" }, on: { click: () =>
-      act(`${upstream.id}: accepted`, () => op("tf_accept_change", { upstream: upstream.id }), again) } },
+      act(`${upstream.id}: accepted`, () => op("tf_accept_change", { upstream: upstream.id, digests }), again) } },
     `Accept all of ${upstream.id}`);
     body.append(el("section", { className: "card", dataset: { heldUpstream: upstream.id } },
       el("h3", {}, upstream.id, " ", all),
@@ -26,6 +28,7 @@ export async function load(again) {
         diff(held.diff),
         el("button", { type: "button", dataset: { action: "accept" }, "aria-label": `Accept ${held.key}`,
           on: { click: () => act(`${upstream.id}/${held.key}: accepted`,
-            () => op("tf_accept_change", { upstream: upstream.id, tool: held.key }), again) } }, "Accept")))));
+            () => op("tf_accept_change", { upstream: upstream.id, tool: held.key,
+              digests: { [held.key]: held.digest } }), again) } }, "Accept")))));
   }
 }
