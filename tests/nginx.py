@@ -141,7 +141,9 @@ class Cluster:
         async with httpx2.AsyncClient(timeout=10) as http:
             for name, gw in self.instances.items():
                 if gw.proc.returncode is None:
-                    counts[name] = (await http.get(f"{gw.url}/health")).json()["clients"]["sessions"]
+                    health = (await http.get(f"{gw.url}/health")).json()
+                    assert health["instance"] == name  # /health names the instance
+                    counts[name] = health["clients"]["sessions"]
         return counts
 
 

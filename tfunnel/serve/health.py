@@ -69,7 +69,7 @@ def health_document(*, status: Status, server_name: str, server_version: str, up
                     listen_streams: int, config_warnings: Sequence[str] = (),
                     held: Mapping[str, Sequence[str]] | None = None,
                     wrap: tuple[str, str] | None = None,
-                    tokens: TokenStatistics | None = None) -> dict[str, Any]:
+                    tokens: TokenStatistics | None = None, instance: str | None = None) -> dict[str, Any]:
     """The JSON body of `/health`, field for field as SPEC §8.2 shows it, plus `config.warnings`.
 
     Upstreams keep the order given; `stopped` lists every upstream the supervisor gave up on, with
@@ -78,8 +78,9 @@ def health_document(*, status: Status, server_name: str, server_version: str, up
     hold (their calls are refused until an operator accepts them). `wrap` is the active wrap
     (the wrapped upstream's id and the id its tools carry in hooks' names), or None. `tokens`:
     the token telemetry (the counter in use, and each profile's figures), when given.
+    `instance`: this instance's name among several behind a proxy (`serve --http --instance`).
     """
-    document = {
+    document: dict[str, Any] = {
         "status": status,
         "server": {"name": server_name, "version": server_version},
         "uptimeS": round(uptime_s, 1),
@@ -99,6 +100,8 @@ def health_document(*, status: Status, server_name: str, server_version: str, up
     }
     if tokens is not None:
         document["tokens"] = tokens_document(tokens)
+    if instance is not None:
+        document["instance"] = instance
     return document
 
 

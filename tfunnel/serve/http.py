@@ -459,7 +459,7 @@ class HttpApp:
             listen_streams=self.sessions.streams() + self.router.modern.listening,
             held={upstream: list(keys) for upstream, keys in self.live.holds().items()},
             wrap=(wrap.upstream, wrap.server) if wrap is not None else None,
-            tokens=self.telemetry.statistics())
+            tokens=self.telemetry.statistics(), instance=self.sessions.instance)
         await json_response(send, health.http_status(status), document)
 
 
