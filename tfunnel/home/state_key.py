@@ -133,6 +133,7 @@ class KeyFile:
         self._previous: tuple[bytes, float] | None = None  # the key and when it was retired
         self._ring = KeyRing(b"", ())
         self._looked = -float("inf")
+        self._refused: tuple[_Signature, _Signature] | None = None  # the broken files, said once
         self._load(strict=True)
 
     @classmethod
@@ -169,8 +170,11 @@ class KeyFile:
             except StateKeyError as exc:
                 if strict:
                     raise
-                # Keep sealing with the last good key; the next look tries again.
-                log.warning("state key file unusable; the last good key stays in force", problem=str(exc))
+                # Keep sealing with the last good key; the next look tries again. Said once per
+                # broken file (a forged token makes it look at once: that must not flood the log).
+                if self._refused != signatures:
+                    self._refused = signatures
+                    log.warning("state key file unusable; the last good key stays in force", problem=str(exc))
                 return
             previous = self._read_previous(signatures[1], current)
             self._signatures, self._current, self._previous = signatures, current, previous
