@@ -15,6 +15,7 @@ import trio
 from mcp import Client
 
 from tests.browser import Browser, browser
+from tests.conftest import add_tools
 from tests.uigw import Ui, ui_gateway
 
 pytestmark = pytest.mark.timeout(150)
@@ -304,4 +305,22 @@ async def test_an_upstream_disabled_on_the_page_leaves_a_clients_listing_and_com
             with trio.fail_after(30):
                 while "demo_echo" not in await listed():
                     await trio.sleep(0.2)
+    assert b.console == []
+
+
+MARKUP = '<img src=x onerror="window.__pwned = 1"><b id="injected">bold</b>'
+
+
+async def test_markup_in_what_the_views_show_stays_text(home: Path) -> None:
+    """A display name holding markup (a register tool here; an upstream's descriptions and the
+    audit records take the same path) is shown as its characters: no element, no script."""
+    add_tools(home, {"id": "markup", "name": MARKUP, "summary": MARKUP, "mode": "reference",
+                     "instructions": "Nothing to run."})
+    async with ui_gateway(home) as ui, browser() as b:
+        for view in ("tools", "surface"):
+            await open_view(b, ui, view)
+            await appears(b, f"#panel-{view} :text('{MARKUP[:20]}')")
+            assert await b.do(lambda page: page.query_selector("#injected")) is None
+            assert await b.do(lambda page: page.evaluate("window.__pwned === undefined"))
+            assert MARKUP in await b.do(lambda page, v=view: page.inner_text(f"#panel-{v}"))
     assert b.console == []
