@@ -324,3 +324,22 @@ async def test_markup_in_what_the_views_show_stays_text(home: Path) -> None:
             assert await b.do(lambda page: page.evaluate("window.__pwned === undefined"))
             assert MARKUP in await b.do(lambda page, v=view: page.inner_text(f"#panel-{v}"))
     assert b.console == []
+
+
+async def test_an_exposed_tool_is_taken_off_the_top_level_from_the_upstreams_table(home: Path) -> None:
+    async with ui_gateway(home) as ui, browser() as b, httpx2.AsyncClient(timeout=10) as http:
+        assert ui.gateway is not None
+        assert (await ui.op(http, "tf_expose", {"upstream": "demo", "tool": "echo"}))["ok"] is True
+        async with Client(f"{ui.gateway.url}/mcp", mode="legacy", cache=None) as client:
+            with trio.fail_after(15):
+                while "demo_echo" not in await names(client):
+                    await trio.sleep(0.1)
+            await open_view(b, ui, "upstreams")
+            entry = 'tr[data-upstream="demo"] [data-exposed="echo"]'
+            await appears(b, entry)
+            await b.do(lambda page: page.click(f'{entry} button[data-action="unexpose"]'))
+            await b.do(lambda page: page.wait_for_selector(entry, state="detached"))
+            with trio.fail_after(15):
+                while "demo_echo" in await names(client):
+                    await trio.sleep(0.1)
+    assert b.console == []

@@ -26,8 +26,12 @@ function row(upstream) {
     button("Wrap", "wrap", upstream, () => wrap(upstream)),
     button("Remove", "remove", upstream, set(upstream, "remove"), true),
   ];
-  const exposed = (upstream.exposed || []).map((e) => el("div", {}, el("code", {}, e.tool),
-    e.as ? ` as ${e.as}` : "", e.enabled === false ? " (disabled)" : ""));
+  const exposed = (upstream.exposed || []).map((e) => el("div", { dataset: { exposed: e.tool } },
+    el("code", {}, e.tool), e.as ? ` as ${e.as}` : "", e.enabled === false ? " (disabled)" : "", " ",
+    el("button", { type: "button", className: "small", dataset: { action: "unexpose" },
+      "aria-label": `Stop exposing ${e.tool} of ${upstream.id}`, on: { click: () => act(
+        `${e.tool}: no longer on the top level`,
+        () => op("tf_expose", { upstream: upstream.id, tool: e.tool, remove: true }), refresh) } }, "Remove")));
   return el("tr", { dataset: { upstream: upstream.id } },
     el("td", {}, el("code", {}, upstream.id), el("div", { className: "muted" }, upstream.transport,
       upstream.enabled ? "" : " · disabled"), upstream.description ? el("div", { className: "muted" }, upstream.description) : null),
