@@ -318,11 +318,13 @@ async def test_markup_in_what_the_views_show_stays_text(home: Path) -> None:
                      "instructions": "Nothing to run."})
     async with ui_gateway(home) as ui, browser() as b:
         for view in ("tools", "surface"):
+            panel = f"#panel-{view}"
             await open_view(b, ui, view)
-            await appears(b, f"#panel-{view} :text('{MARKUP[:20]}')")
+            await appears(b, f"{panel} :text('{MARKUP[:20]}')")
             assert await b.do(lambda page: page.query_selector("#injected")) is None
             assert await b.do(lambda page: page.evaluate("window.__pwned === undefined"))
-            assert MARKUP in await b.do(lambda page, v=view: page.inner_text(f"#panel-{v}"))
+            shown: str = await b.do(lambda page: page.inner_text(panel))  # noqa: B023 (awaited here)
+            assert MARKUP in shown
     assert b.console == []
 
 
