@@ -323,3 +323,15 @@ def test_instances_sharing_the_log_lose_no_record_when_they_rotate(tmp_path: Pat
     files = live.parent.glob(live.name + "*")
     seen = sorted((r["writer"], r["seq"]) for path in files for r in records(path))
     assert seen == sorted((str(w), s) for w in range(writers) for s in range(each))
+
+
+def test_a_lock_that_cannot_be_had_still_rotates(tmp_path: Path) -> None:
+    """Something in the lock file's place (a folder) does not stop the log: it rotates unlocked."""
+    configure(tmp_path, {"enabled": True, "maxBytes": 200, "backups": 2})
+    audit = AuditLog(tmp_path)
+    audit.path.parent.mkdir(parents=True, exist_ok=True)
+    (audit.path.parent / f".{audit.path.name}.lock").mkdir()
+    for seq in range(30):
+        audit.record("tool", name="echo", seq=seq)
+    assert records(audit.path)[-1]["seq"] == 29
+    assert audit.path.with_name(audit.path.name + ".1").exists()

@@ -152,15 +152,20 @@ class KeyFile:
         if now - self._looked >= LOOK_EVERY_S:
             self._looked = now
             self._load(strict=False)
-        elif self._previous is not None and self._wall() >= self._previous[1] + self._ttl_s + SLACK_S:
-            self._ring = KeyRing(self._current, (self._current,))
-        return self._ring
+        return self._expire()
 
     def refresh(self) -> bool:
         before = self._ring
         self._looked = self._monotonic()
         self._load(strict=False)
-        return self._ring != before
+        return self._expire() != before
+
+    def _expire(self) -> KeyRing:
+        """The ring in force: the previous key leaves it once its window has passed (the one rule)."""
+        if self._previous is not None and self._wall() >= self._previous[1] + self._ttl_s + SLACK_S:
+            self._previous = None
+            self._ring = KeyRing(self._current, (self._current,))
+        return self._ring
 
     def _load(self, *, strict: bool) -> None:
         signatures = (_signature(self.path), _signature(self._previous_path))
@@ -179,10 +184,8 @@ class KeyFile:
             previous = self._read_previous(signatures[1], current)
             self._signatures, self._current, self._previous = signatures, current, previous
             log.info("state key loaded", file=str(self.path), previous=previous is not None)
-        keys = [self._current]
-        if self._previous is not None and self._wall() < self._previous[1] + self._ttl_s + SLACK_S:
-            keys.append(self._previous[0])
-        self._ring = KeyRing(self._current, tuple(keys))
+        retired = () if self._previous is None else (self._previous[0],)
+        self._ring = KeyRing(self._current, (self._current, *retired))
 
     def _read_previous(self, signature: _Signature, current: bytes) -> tuple[bytes, float] | None:
         if signature is None:

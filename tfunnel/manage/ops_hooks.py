@@ -17,7 +17,7 @@ from typing import Any
 from tfunnel.errors import ToolFailure
 from tfunnel.gate.manifest import HOOK_STATE, MANIFEST, shown_url
 from tfunnel.manage.edit import Change, Script, current, safe_path
-from tfunnel.manage.plans import Env, Plan, runs, shown
+from tfunnel.manage.plans import Env, Plan, runs, shown, without_secrets
 
 EMPTY_MANIFEST: Mapping[str, Any] = {"version": 1, "hooks": []}
 HOOK_SCRIPTS = "hooks/scripts"
@@ -65,9 +65,7 @@ def _http_hook_add(hook_id: str, row: dict[str, Any], args: Mapping[str, Any], m
         raise ToolFailure(f'a hook has either "url" (an http hook) or "{clash[0]}" (a command hook), '
                           'not both')
     rows.append(row)
-    shown_row = {**row, "url": shown_url(str(row["url"]))}
-    if isinstance(row.get("headers"), dict):
-        shown_row["headers"] = sorted(row["headers"])  # names only: a value may be a secret
+    shown_row = without_secrets(row)
     why = (f"hook {hook_id!r} sends every matching call's arguments to {shown_url(str(row['url']))}, "
            "and its answers decide the calls")
     return Plan({"id": hook_id, "hook": shown_row, "scriptWritten": False},

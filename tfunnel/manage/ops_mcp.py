@@ -22,7 +22,7 @@ from tfunnel.gate.manifest import MANIFEST, shown_url
 from tfunnel.manage.edit import Change, current, validate
 from tfunnel.manage.ops_hooks import EMPTY_MANIFEST
 from tfunnel.manage.ops_wrap import cleared_for
-from tfunnel.manage.plans import Env, Plan, runs, shown
+from tfunnel.manage.plans import Env, Plan, runs, shown, without_secrets
 from tfunnel.manage.rename import Refusal, RenamePlan, expose_renames, plan_renames
 
 GUARD_OPT_OUTS = ("allowOutsidePaths", "allowCodeLoadingEnv")
@@ -56,7 +56,7 @@ def mcp_add(env: Env, args: Mapping[str, Any]) -> Plan:
         reasons.append(f"it opts out of the isolation guard ({', '.join(opted)})")
     loosens = "; ".join(reasons) or None
     return Plan({"upstream": row, "exposed": entries},
-                Change(f"add upstream {upstream_id!r} {shown(_without_secrets(row))}"
+                Change(f"add upstream {upstream_id!r} {shown(without_secrets(row))}"
                        + (f" exposing {shown(entries)}" if entries else ""), {EXPOSE: document}), loosens)
 
 
@@ -64,18 +64,6 @@ def reconnect_stamp() -> str:
     """A `reconnectAt` value: now, to the microsecond, so that two reconnects in one second are two
     changes of the definition (each restarts the upstream)."""
     return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
-
-
-def _without_secrets(row: Mapping[str, Any]) -> dict[str, Any]:
-    """An upstream entry as the audit log may keep it: the names of its headers and environment
-    variables, not their values, and its URL without the query (any may hold a credential)."""
-    kept = dict(row)
-    if isinstance(row.get("url"), str):
-        kept["url"] = shown_url(row["url"])
-    for field in ("headers", "env"):
-        if isinstance(row.get(field), Mapping):
-            kept[field] = sorted(row[field])
-    return kept
 
 
 def mcp_set(env: Env, args: Mapping[str, Any]) -> Plan:

@@ -17,6 +17,7 @@ from typing import Any
 
 from tfunnel.config.expose import UpstreamSpec
 from tfunnel.config.model import ConfirmManagement, Settings
+from tfunnel.gate.manifest import shown_url
 from tfunnel.manage.edit import Change
 from tfunnel.surface.catalog import Catalog
 from tfunnel.upstream.states import UpstreamStatistics
@@ -72,6 +73,19 @@ def shown(value: Any) -> str:
     """A value as it appears in a change's summary (JSON, compact, bounded)."""
     text = json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
     return text if len(text) <= 300 else text[:297] + "..."
+
+
+def without_secrets(row: Mapping[str, Any]) -> dict[str, Any]:
+    """An upstream or http-hook entry as results, summaries and the audit log may show it: the
+    names of its headers and environment variables, not their values, and its URL without the
+    query or fragment (any of them may hold a credential)."""
+    kept = dict(row)
+    if isinstance(row.get("url"), str):
+        kept["url"] = shown_url(row["url"])
+    for name in ("headers", "env"):
+        if isinstance(row.get(name), Mapping):
+            kept[name] = sorted(row[name])
+    return kept
 
 
 def changed_keys(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[str]:

@@ -199,7 +199,11 @@ class AuditLog:
         """Rotate under a lock beside the log, if the file is still over the size then: gateways
         of one home (instances behind a proxy) share the log, and two rotating at once would
         move one's fresh file away as a backup, or fail on a file the other just moved."""
-        lock = os.open(path.with_name(f".{path.name}.lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            lock = os.open(path.with_name(f".{path.name}.lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        except OSError:  # no lock to be had (a folder in its place, say): rotate as one process would
+            self._rotate()
+            return
         try:
             fcntl.flock(lock, fcntl.LOCK_EX)
             try:

@@ -127,10 +127,6 @@ class Sealer:
         self._ttl_s = ttl_s
         self._clock = clock
 
-    @property
-    def ttl_s(self) -> float:
-        return self._ttl_s
-
     def seal(self, binding: str, *, approved: Iterable[str] = (), upstream_state: str | None = None,
              parked: str | None = None, asked: Iterable[str] = ()) -> str:
         """A token for `binding` that expires `ttl_s` from now. Raises `ValueError` when it would
