@@ -116,7 +116,7 @@ async def test_slow_bodies_time_out_with_408_while_probes_answer(home: Path) -> 
         for answer in answers:
             status_line, _, rest = answer.partition(b"\r\n")
             assert status_line == b"HTTP/1.1 408 ", status_line
-            body = rest.split(b"\r\n\r\n", 1)[1]  # chunked: the JSON sits inside one chunk
+            body = rest.split(b"\r\n\r\n", 1)[1]
             error = json.loads(body[body.index(b"{"):body.rindex(b"}") + 1])
             assert error["id"] is None and error["error"]["code"] == -32600
             assert "2 s" in error["error"]["message"]

@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import h11
 import httpx2
 import pytest
 import trio
@@ -238,3 +239,58 @@ async def test_a_repeated_checked_header_is_refused(home: Path) -> None:
     async with http_gateway(home) as gateway, httpx2.AsyncClient(timeout=10) as http:
         reply = await http.post(f"{gateway.url}/mcp", json=body("tools/call", CALL), headers=repeated)
     assert reply.status_code == 400 and reply.json()["error"]["code"] == -32020
+
+
+async def raw_exchange(url: str, requests: list[tuple[dict[str, str], bytes]],
+                       ) -> list[tuple[h11.Response, bytes]]:
+    """`requests` one after another on one keep-alive connection, parsed by h11 as a client:
+    each response's head and body."""
+    host, port = url.removeprefix("http://").rsplit(":", 1)
+    stream = await trio.open_tcp_stream(host, int(port))
+    client = h11.Connection(h11.CLIENT)
+    answers: list[tuple[h11.Response, bytes]] = []
+    async with stream:
+        for hdrs, payload in requests:
+            head = [("host", f"{host}:{port}"), ("content-length", str(len(payload))), *hdrs.items()]
+            await stream.send_all(client.send(h11.Request(method="POST", target="/mcp", headers=head))
+                                  + client.send(h11.Data(data=payload)) + client.send(h11.EndOfMessage()))
+            response: h11.Response | None = None
+            data = b""
+            while True:
+                event = client.next_event()
+                if event is h11.NEED_DATA:
+                    client.receive_data(await stream.receive_some(65536))
+                elif isinstance(event, h11.Response):
+                    response = event
+                elif isinstance(event, h11.Data):
+                    data += event.data
+                elif isinstance(event, h11.EndOfMessage):
+                    break
+            assert response is not None
+            answers.append((response, data))
+            client.start_next_cycle()
+    return answers
+
+
+async def test_json_answers_say_their_length_and_keep_the_connection(home: Path) -> None:
+    """A JSON answer (result or error) and a 202 carry Content-Length and no chunked encoding;
+    four exchanges share one connection."""
+    notification = {"jsonrpc": "2.0", "method": "notifications/cancelled",
+                    "params": {"requestId": 1, "_meta": META}}
+    requests = [
+        (headers("tools/call", "toolfunnel_howto"), json.dumps(body("tools/call", CALL)).encode()),
+        (headers("no/such"), json.dumps(body("no/such")).encode()),
+        (headers("notifications/cancelled"), json.dumps(notification).encode()),
+        (headers("tools/list"), json.dumps(body("tools/list")).encode()),
+    ]
+    async with http_gateway(home) as gateway:
+        with trio.fail_after(30):
+            answers = await raw_exchange(gateway.url, requests)
+    assert [response.status_code for response, _ in answers] == [200, 404, 202, 200]
+    for response, data in answers:
+        head = dict(response.headers)
+        assert b"transfer-encoding" not in head
+        assert head[b"content-length"] == str(len(data)).encode()
+    assert json.loads(answers[0][1])["result"]["content"]
+    assert json.loads(answers[1][1])["error"]["code"] == -32601
+    assert "tools" in json.loads(answers[3][1])["result"]

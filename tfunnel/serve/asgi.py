@@ -222,8 +222,10 @@ def sse(message: dict[str, Any]) -> bytes:
 async def plain(send: Send, status: int, body: bytes) -> None:
     """A text response: only the deliberate text bodies (`/livez`, `/readyz`) and empty
     acknowledgements (202, 204); errors go out as `rpc_error`."""
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"text/plain; charset=utf-8")]})
+    headers = [(b"content-type", b"text/plain; charset=utf-8")]
+    if status != 204:  # a 204 has no body and may not say a length (RFC 9110 §8.6)
+        headers.append((b"content-length", b"%d" % len(body)))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 
 
@@ -231,8 +233,10 @@ async def json_response(send: Send, status: int, value: Any,
                         extra: list[tuple[bytes, bytes]] | None = None) -> None:
     # Encoded before the response starts, and always encodable: a lone surrogate (say, in an
     # upstream's result) is escaped rather than failing after a 200 went out with no body.
+    # With its length the response goes out as one body, not chunked: fewer bytes and writes.
     body = jsonrpc.to_bytes(value)
-    await send({"type": "http.response.start", "status": status, "headers": _JSON + (extra or [])})
+    headers = [*_JSON, (b"content-length", b"%d" % len(body)), *(extra or ())]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 
 

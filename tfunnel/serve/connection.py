@@ -16,6 +16,7 @@ and answered -32603 "Internal error" without its text. Only cancellation propaga
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from collections.abc import Awaitable, Callable
@@ -97,6 +98,9 @@ class Service:
         return select_era(method, params, serve_legacy=self.serve_legacy(), version_header=version_header)
 
 
+Note = dict[str, Any]  # a notification message
+
+
 class Connection:
     """One client connection. With a `reply` channel (stdio, 2024 SSE) it is itself the `Peer`
     the router talks back through; a transport that answers each request on its own channel
@@ -113,9 +117,6 @@ class Connection:
         self.max_inflight = max_inflight
         self.inflight: dict[jsonrpc.RequestId, trio.CancelScope] = {}
         self.outbound = OutboundRequests()
-        # Notifications not tied to a request (list_changed, log messages, resource updates), in
-        # order, for `list_changed` to deliver; bounded: a client that reads none loses notices.
-        self._notes_in, self._notes_out = trio.open_memory_channel[dict[str, Any]](MAX_NOTICES)
         self._dropped = 0
         # Set once our `initialize` result is out: from then on the client hears of changes.
         self.initialize_answered = False
@@ -223,11 +224,14 @@ class Connection:
         does). The caller has `admit`ted it. None when the call was cancelled."""
         scope = scope or trio.CancelScope()
         self.inflight[request.id] = scope
+        # Reset by token afterwards: `bound_contextvars` would scan the whole context to restore it.
+        bound = structlog.contextvars.bind_contextvars(request_id=request.id, method=request.method,
+                                                       **self._context)
         try:
-            with structlog.contextvars.bound_contextvars(request_id=request.id, method=request.method,
-                                                         **self._context), scope:
+            with scope:
                 reply = await self._respond(request, peer, self.service.era(request) if era is None else era)
         finally:
+            structlog.contextvars.reset_contextvars(**bound)
             del self.inflight[request.id]
         if scope.cancel_called:
             return None
@@ -257,11 +261,18 @@ class Connection:
 
     # --- notifications to the client -------------------------------------------------------------
 
+    @functools.cached_property
+    def _notes(self) -> tuple[trio.MemorySendChannel[Note], trio.MemoryReceiveChannel[Note]]:
+        """Notifications not tied to a request (list_changed, log messages, resource updates), in
+        order, for `list_changed` to deliver; bounded: a client that reads none loses notices.
+        Made on first use: a modern request's connection lives for one request and has none."""
+        return trio.open_memory_channel(MAX_NOTICES)
+
     def push_notice(self, message: dict[str, Any]) -> None:
         """Queue a notification for the client's stream (`list_changed` delivers it); dropped,
         and counted, when the queue is full."""
         try:
-            self._notes_in.send_nowait(message)
+            self._notes[0].send_nowait(message)
         except trio.WouldBlock:
             self._dropped += 1
             if self._dropped in (1, 10, 100, 1000, 10000):
@@ -282,7 +293,7 @@ class Connection:
             while True:
                 message: dict[str, Any] | None = None
                 with trio.move_on_after(idle_s):  # only the wait: a delivery is never cut short
-                    message = await self._notes_out.receive()
+                    message = await self._notes[1].receive()
                 if message is not None:
                     await deliver(message)
                 elif on_idle is not None:
@@ -296,7 +307,7 @@ class Connection:
             # A change before then needs no word: the client lists after its `initialize`.
             seen = await changes.next_burst(seen, relevant=lambda: self.initialize_answered)
             for kind in changes.changed_since(before):
-                await self._notes_in.send(jsonrpc.notification_message(f"notifications/{kind}/list_changed"))
+                await self._notes[0].send(jsonrpc.notification_message(f"notifications/{kind}/list_changed"))
 
 
 def is_initialize_result(request: Request, reply: dict[str, Any]) -> bool:

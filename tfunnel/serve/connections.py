@@ -87,11 +87,14 @@ class PromptCloseTCPServer(TCPServer):
         if not isinstance(event, RawData):
             await super().protocol_send(event)
             return
+        if not event.data:  # the end of a response whose length was given: nothing to write
+            return
         async with self.send_lock:
             try:
                 # Shielded as hypercorn's own write is (a half-written frame is worse than none),
                 # but with a deadline of its own that no outer cancellation can override.
-                with trio.CancelScope(shield=True), trio.move_on_after(self.write_timeout_s) as deadline:
+                with trio.CancelScope(shield=True,
+                                      deadline=trio.current_time() + self.write_timeout_s) as deadline:
                     await self.stream.send_all(event.data)
                 if deadline.cancelled_caught:
                     log.warning("client is not reading; connection closed", timeout_s=self.write_timeout_s)

@@ -19,6 +19,7 @@ Pure (no I/O, no trio); each entry point takes one input shape and funnels into 
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 
 _MAX_PORT = 65535
@@ -43,6 +44,7 @@ def is_loopback_name(name: str) -> bool:
     return address == _IPV6_LOOPBACK
 
 
+@functools.lru_cache(maxsize=256)  # a client sends the same Host with every request
 def is_loopback_authority(value: str) -> bool:
     """A `Host` header value, `host[:port]` or `[v6][:port]`: a loopback host and, if given, a port
     of 1-5 digits up to 65535. An IPv6 literal must be bracketed; an empty port is refused."""

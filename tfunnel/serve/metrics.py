@@ -8,6 +8,7 @@ calls (no I/O); `render` snapshots the upstream and session gauges and serialise
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Generic, TypeVar
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -35,6 +36,8 @@ DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.
 
 UPSTREAM_STATES = tuple(state.value for state in State)
 
+_M = TypeVar("_M", Counter, Gauge, Histogram)
+
 
 class _LabelCap:
     """Pass the first `limit` distinct values through; map every later new one to `other`."""
@@ -52,6 +55,22 @@ class _LabelCap:
         return value
 
 
+class _Children(Generic[_M]):
+    """A metric's labelled children, each looked up once (`labels()` checks the names, takes a
+    lock and builds its key on every call). Bounded as the label values are: capped names and
+    fixed outcomes."""
+
+    def __init__(self, metric: _M) -> None:
+        self._metric: _M = metric
+        self._children: dict[tuple[str, ...], _M] = {}
+
+    def __call__(self, *values: str) -> _M:
+        child = self._children.get(values)
+        if child is None:
+            child = self._children[values] = self._metric.labels(*values)
+        return child
+
+
 class Metrics:
     """The gateway's Prometheus metrics, in a registry of their own."""
 
@@ -60,20 +79,23 @@ class Metrics:
         r = self._registry
         self._tool = _LabelCap(MAX_TOOL_LABELS)
         self._method = _LabelCap(MAX_METHOD_LABELS)
-        self._requests = Counter("tfunnel_requests_total", "JSON-RPC requests, by method and outcome.",
-                                 ["method", "outcome"], registry=r)
-        self._request_seconds = Histogram("tfunnel_request_duration_seconds",
-                                          "JSON-RPC request latency, by method.", ["method"],
-                                          buckets=DURATION_BUCKETS, registry=r)
-        self._tool_calls = Counter("tfunnel_tool_calls_total",
-                                   "Tool calls, by tool and outcome (ok|error|denied).", ["tool", "outcome"],
-                                   registry=r)
-        self._tool_seconds = Histogram("tfunnel_tool_call_duration_seconds", "Tool call latency, by tool.",
-                                       ["tool"], buckets=DURATION_BUCKETS, registry=r)
-        self._gate = Counter("tfunnel_gate_decisions_total", "Gate decisions, by decision.", ["decision"],
-                             registry=r)
-        self._hook_seconds = Histogram("tfunnel_hook_duration_seconds", "Hook run time, by event.", ["event"],
-                                       buckets=DURATION_BUCKETS, registry=r)
+        self._requests = _Children(Counter(
+            "tfunnel_requests_total", "JSON-RPC requests, by method and outcome.", ["method", "outcome"],
+            registry=r))
+        self._request_seconds = _Children(Histogram(
+            "tfunnel_request_duration_seconds", "JSON-RPC request latency, by method.", ["method"],
+            buckets=DURATION_BUCKETS, registry=r))
+        self._tool_calls = _Children(Counter(
+            "tfunnel_tool_calls_total", "Tool calls, by tool and outcome (ok|error|denied).",
+            ["tool", "outcome"], registry=r))
+        self._tool_seconds = _Children(Histogram(
+            "tfunnel_tool_call_duration_seconds", "Tool call latency, by tool.", ["tool"],
+            buckets=DURATION_BUCKETS, registry=r))
+        self._gate = _Children(Counter(
+            "tfunnel_gate_decisions_total", "Gate decisions, by decision.", ["decision"], registry=r))
+        self._hook_seconds = _Children(Histogram(
+            "tfunnel_hook_duration_seconds", "Hook run time, by event.", ["event"],
+            buckets=DURATION_BUCKETS, registry=r))
         self._inflight = Gauge("tfunnel_inflight_calls", "Tool calls in flight.", registry=r)
         self._upstream_state = Gauge("tfunnel_upstream_state", "1 for each upstream's current state, else 0.",
                                      ["upstream", "state"], registry=r)
@@ -111,22 +133,22 @@ class Metrics:
     def request(self, method: str, seconds: float, *, error: bool) -> None:
         """Count one JSON-RPC request and observe its latency."""
         method = self._method(method)
-        self._requests.labels(method=method, outcome="error" if error else "ok").inc()
-        self._request_seconds.labels(method=method).observe(seconds)
+        self._requests(method, "error" if error else "ok").inc()
+        self._request_seconds(method).observe(seconds)
 
     def tool_call(self, tool: str, seconds: float, *, outcome: str) -> None:
         """Count one tool call (`outcome` is ok, error or denied) and observe its latency."""
         tool = self._tool(tool)
-        self._tool_calls.labels(tool=tool, outcome=outcome).inc()
-        self._tool_seconds.labels(tool=tool).observe(seconds)
+        self._tool_calls(tool, outcome).inc()
+        self._tool_seconds(tool).observe(seconds)
 
     def gate(self, decision: str) -> None:
         """Count one gate decision."""
-        self._gate.labels(decision=decision).inc()
+        self._gate(decision).inc()
 
     def hook(self, event: str, seconds: float) -> None:
         """Observe how long one hook run for `event` took."""
-        self._hook_seconds.labels(event=event).observe(seconds)
+        self._hook_seconds(event).observe(seconds)
 
     def inflight(self, delta: int) -> None:
         """Move the in-flight tool call gauge by `delta` (+1 on start, -1 on finish)."""
