@@ -16,7 +16,7 @@ from tfunnel.observe.audit import AuditLog
 from tfunnel.protocol.eras import Era
 from tfunnel.protocol.jsonrpc import Notification, Request
 from tfunnel.protocol.mrtr import Sealer
-from tfunnel.protocol.session import NO_TOKEN, ClientSession, TokenFacts
+from tfunnel.protocol.session import ClientSession
 from tfunnel.route.legacy import Choose, LegacyAdapter, Meet, Resources, SessionHooks
 from tfunnel.route.methods import INSTRUCTIONS, Methods
 from tfunnel.route.modern import ModernAdapter
@@ -72,13 +72,13 @@ class Router:
         return await self.legacy.handle(session, request, peer)
 
     def tool_schema(self, name: Any, client_info: Mapping[str, Any],
-                    token: TokenFacts = NO_TOKEN) -> Mapping[str, Any] | None:
+                    session: ClientSession) -> Mapping[str, Any] | None:
         """The inputSchema of a top-level tool (for `Mcp-Param-*` header checks), if listed to a
-        modern client with `client_info` and bearer `token` facts (its profile's view)."""
+        modern client with `client_info` whose request is `session` (what its bearer token said:
+        the profile's view)."""
         if not isinstance(name, str):
             return None
-        holder = ClientSession(id="modern", token_subject=token[0], token_scopes=token[1])
-        return self._surface.tool_schema(name, self.modern.profile_for(client_info, holder))
+        return self._surface.tool_schema(name, self.modern.profile_for(client_info, session))
 
     def notify(self, session: ClientSession, note: Notification) -> None:
         """Client notifications other than cancellation (which the transport owns)."""

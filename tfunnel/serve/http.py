@@ -266,11 +266,13 @@ class HttpApp:
     async def _modern(self, headers: dict[str, str], request: Request, receive: Receive, send: Send,
                       deadline: float, token: TokenFacts) -> None:
         """A stateless request: no session is minted or consulted (`Mcp-Session-Id` is ignored)."""
+        connection = self._stateless(token)
         try:
             envelope = modern.envelope(request.params, supported=None)
             check_modern_headers(headers, request.method, request.params, envelope.protocol_version)
             if request.method == "tools/call":
-                schema = self.router.tool_schema(request.params.get("name"), envelope.client_info, token)
+                schema = self.router.tool_schema(request.params.get("name"), envelope.client_info,
+                                                 connection.session)
                 arguments = request.params.get("arguments")
                 if schema is not None and isinstance(arguments, dict):
                     check_param_headers(headers, schema, arguments)
@@ -278,8 +280,7 @@ class HttpApp:
             await json_response(send, modern.http_status(exc.code),
                                 jsonrpc.error_message(request.id, exc.code, exc.message, exc.data))
             return
-        await self._exchange(self._stateless(token), request, receive, send, era=Era.MODERN,
-                             deadline=deadline)
+        await self._exchange(connection, request, receive, send, era=Era.MODERN, deadline=deadline)
 
     async def _initialize(self, request: Request, send: Send, principal: str | None,
                           token: TokenFacts) -> None:
