@@ -120,3 +120,26 @@ def test_the_nginx_bench_quick_run_measures_every_target(tmp_path: Path) -> None
         assert row["failed"] == 0 and row["p50_us"] > 0 and row["calls_per_s"] > 0
         if shutil.which("wrk"):
             assert row["cores"]["tfunnel"] > 0 and (row["cores"]["nginx"] > 0) is (row["target"] != "direct")
+
+
+@pytest.mark.timeout(QUICK_TIMEOUT_S + 30)
+def test_the_wrk_http_bench_quick_run_measures_every_server(tmp_path: Path) -> None:
+    """`http_wrk.py --quick --before <this tree>` (wrk, which scripts/test installs) exits 0 with
+    every answer checked and none failed, reports each server's rate, latency and CPU per call,
+    and leaves no process behind."""
+    assert shutil.which("wrk"), "wrk is needed (Debian package wrk; scripts/test installs it)"
+    marker = f"TFUNNEL_BENCH_TEST={uuid.uuid4().hex}"
+    key, value = marker.split("=")
+    out = tmp_path / "wrk.json"
+    argv = [sys.executable, str(ROOT / "bench" / "http_wrk.py"), "--quick", "--before", str(ROOT),
+            "--json", str(out)]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=QUICK_TIMEOUT_S,
+                          env={**os.environ, key: value})
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert _processes_with(marker) == []
+    results = json.loads(out.read_text())
+    assert set(results) == {"http/relay", "http/legacy", "http/modern", "before/legacy", "before/modern"}
+    for name, rounds in results.items():
+        assert rounds["failed"] == 0, name
+        assert rounds["rate"][0] > 0 and rounds["p50_us"][0] > 0 and rounds["cpu_us"][0] > 0, name
+    assert "server CPU per call (µs) / relay" in done.stdout
