@@ -17,6 +17,7 @@ import pytest
 import trio
 
 from tests.conftest import add_tools
+from tests.h11wire import next_message
 from tests.httpgw import http_gateway
 
 pytestmark = pytest.mark.timeout(120)
@@ -254,19 +255,10 @@ async def raw_exchange(url: str, requests: list[tuple[dict[str, str], bytes]],
             head = [("host", f"{host}:{port}"), ("content-length", str(len(payload))), *hdrs.items()]
             await stream.send_all(client.send(h11.Request(method="POST", target="/mcp", headers=head))
                                   + client.send(h11.Data(data=payload)) + client.send(h11.EndOfMessage()))
-            response: h11.Response | None = None
-            data = b""
-            while True:
-                event = client.next_event()
-                if event is h11.NEED_DATA:
-                    client.receive_data(await stream.receive_some(65536))
-                elif isinstance(event, h11.Response):
-                    response = event
-                elif isinstance(event, h11.Data):
-                    data += event.data
-                elif isinstance(event, h11.EndOfMessage):
-                    break
-            assert response is not None
+            message = await next_message(client, stream)
+            assert message is not None
+            response, data = message
+            assert isinstance(response, h11.Response)
             answers.append((response, data))
             client.start_next_cycle()
     return answers

@@ -22,6 +22,7 @@ import pytest
 import trio
 from structlog.testing import capture_logs
 
+from tests.h11wire import next_message
 from tests.interop import modern_time_http_command
 from tests.test_real_upstreams import EVERYTHING_SERVER
 from tests.test_upstream_gateway import call
@@ -231,25 +232,11 @@ async def _serve_connection(stream: trio.SocketStream, handler: Handler, seen: l
     conn = h11.Connection(h11.SERVER)
     try:
         while True:
-            request: h11.Request | None = None
-            body = b""
-            while True:
-                event = conn.next_event()
-                if event is h11.NEED_DATA:
-                    data = await stream.receive_some(65536)
-                    conn.receive_data(data)
-                    if not data and conn.their_state is not h11.DONE:
-                        return
-                    continue
-                if isinstance(event, h11.Request):
-                    request = event
-                elif isinstance(event, h11.Data):
-                    body += event.data
-                elif isinstance(event, h11.EndOfMessage):
-                    break
-                else:
-                    return
-            assert request is not None
+            message = await next_message(conn, stream)
+            if message is None:
+                return
+            request, body = message
+            assert isinstance(request, h11.Request)
             headers = {k.decode().lower(): v.decode() for k, v in request.headers}
             hit = Seen(request.method.decode(), headers, json.loads(body) if body else None)
             seen.append(hit)
