@@ -23,6 +23,7 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import shutil
 import statistics
 import sys
@@ -135,8 +136,11 @@ async def wrk_turn(peer: HttpPeer, script: Path, seconds: float, connections: in
     text = done.stdout.decode()
     values = dict(line.split(None, 1) for line in text.splitlines() if line[:4] in ("fail", "p50 ", "p99 "))
     requests = next(int(line.split()[0]) for line in text.splitlines() if " requests in " in line)
-    errors = [line.strip() for line in text.splitlines() if "errors:" in line or "Non-2xx" in line]
-    out.failed += int(values["failed"]) + len(errors)
+    # The script counts every answer that is not good (a non-2xx status too); wrk itself counts
+    # the requests that got none: "Socket errors: connect N, read N, write N, timeout N".
+    errors = [line for line in text.splitlines() if "Socket errors:" in line]
+    out.failed += int(values["failed"]) + sum(int(n) for line in errors
+                                                 for n in re.findall(r"\d+", line.split(":", 1)[1]))
     out.rate.append(requests / wall)
     out.p50_us.append(float(values["p50"]))
     out.p99_us.append(float(values["p99"]))

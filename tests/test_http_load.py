@@ -269,7 +269,29 @@ async def test_health_says_stopping_through_the_drain(home: Path) -> None:
                         assert (await fresh.get(f"{gw.url}/readyz")).status_code == 503
                         refused = await fresh.post(f"{gw.url}/mcp", json=INIT, headers=ACCEPT)
                         assert refused.status_code == 503 and "stopping" in refused.json()["error"]["message"]
+                    await refused_and_closed(gw)
             assert await gw.wait_exit() == 143
+
+
+async def refused_and_closed(gw: HttpGateway) -> None:
+    """On a keep-alive connection, a request during the drain gets its 503 whole (its length
+    given) and then the connection closes: the client does not send its next request there."""
+    host, port = address(gw)
+    body = json.dumps(INIT).encode()
+    stream = await trio.open_tcp_stream(host, port)
+    async with stream:
+        await stream.send_all(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: application/json, "
+                              b"text/event-stream\r\nContent-Type: application/json\r\n"
+                              b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+        with trio.fail_after(PROMPT_S):
+            answer = await read_response(stream)  # returns once the gateway closes the connection
+    head, _, payload = answer.partition(b"\r\n\r\n")
+    lines = head.split(b"\r\n")
+    fields = dict(line.lower().split(b": ", 1) for line in lines[1:])
+    assert lines[0].startswith(b"HTTP/1.1 503"), lines[0]
+    assert fields[b"connection"] == b"close" and b"transfer-encoding" not in fields
+    assert int(fields[b"content-length"]) == len(payload)
+    assert "stopping" in json.loads(payload)["error"]["message"]
 
 
 @pytest.mark.skipif(shutil.which("prlimit") is None, reason="needs prlimit (util-linux)")

@@ -231,8 +231,8 @@ class Connection:
             with scope:
                 reply = await self._respond(request, peer, self.service.era(request) if era is None else era)
         finally:
-            structlog.contextvars.reset_contextvars(**bound)
             del self.inflight[request.id]
+            structlog.contextvars.reset_contextvars(**bound)
         if scope.cancel_called:
             return None
         self._answered(request, reply)  # the transport writes it next; nothing can be ahead of it

@@ -58,7 +58,8 @@ class _LabelCap:
 class _Children(Generic[_M]):
     """A metric's labelled children, each looked up once (`labels()` checks the names, takes a
     lock and builds its key on every call). Bounded as the label values are: capped names and
-    fixed outcomes."""
+    fixed outcomes. These metrics are never cleared (a cleared metric would orphan its cached
+    children); the gauges that are, are set through `labels()`."""
 
     def __init__(self, metric: _M) -> None:
         self._metric: _M = metric
