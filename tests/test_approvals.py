@@ -4,10 +4,12 @@ looks like, the file format, and choosing what to accept."""
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
+from structlog.testing import capture_logs
 
 from tfunnel.approvals import decide, store
 from tfunnel.approvals.book import APPROVALS, APPROVALS_FILE, Book, Held, Pin, Record, to_document
@@ -404,3 +406,42 @@ def test_a_book_is_read_again_only_when_the_file_changed(tmp_path: Path,
             handle.write(text)
         assert store.read(tmp_path).start_value().upstreams["b"] == Record(new.strip('"'), "2")
     assert len(reads) == 3
+
+
+def test_upstreams_judged_together_write_the_file_once_and_fail_closed_one_by_one(tmp_path: Path) -> None:
+    """Five new upstreams in one review: one write of the file holding all the judged ones, one
+    first-sight event each; an upstream whose judging fails (its names, or its inspection, raise)
+    shows nothing and is not written, without taking the others down."""
+    def inspect(others: Mapping[str, str]) -> Any:
+        if "boom" in others:
+            def raising(item: Any) -> str | None:
+                raise RuntimeError("inspection broke")
+            return raising
+        return never
+
+    def others(upstream: str) -> Mapping[str, str]:
+        if upstream == "names-fail":
+            raise RuntimeError("no names")
+        return {"boom": "x"} if upstream == "inspect-fail" else {}
+
+    approvals = keeper(tmp_path, inspect)
+    writes: list[int] = []
+    approvals.on_write = lambda: writes.append(1)
+    good = [f"up{i}" for i in range(5)]
+    listings = {name: listing() for name in [*good, "names-fail", "inspect-fail"]}
+    with capture_logs() as logs:
+        shown = approvals.review_all(listings, others)
+    assert len(writes) == 1
+    assert list(shown) == list(listings)  # in the order asked
+    for name in good:
+        assert [tool["name"] for tool in shown[name].lists["tools"]] == ["t"] and shown[name].holds == {}
+    for name in ("names-fail", "inspect-fail"):
+        assert shown[name].lists == {} and shown[name].holds == {}
+    on_disk = read_config(tmp_path, APPROVALS).start_value()
+    assert sorted(on_disk.upstreams) == good
+    pinned = [e["upstream"] for e in logs if e["event"] == "upstream items approved on first sight"]
+    assert sorted(pinned) == good
+    failed = [e["upstream"] for e in logs if e["event"].startswith("upstream items could not be reviewed")]
+    assert sorted(failed) == ["inspect-fail", "names-fail"]
+    # Remembered: the same listings again judge nothing and write nothing.
+    assert approvals.review_all(listings, others) == shown and len(writes) == 1

@@ -24,12 +24,14 @@ import structlog
 from tfunnel.approvals import decide, store, views
 from tfunnel.approvals.book import APPROVALS, Book, Record
 from tfunnel.approvals.decide import Inspect
-from tfunnel.approvals.pins import items_of
+from tfunnel.approvals.pins import Item, items_of
 from tfunnel.config.files import LiveFiles
 from tfunnel.config.model import Quarantine
 from tfunnel.observe.audit import AuditLog
 
 log = structlog.get_logger("tfunnel.approvals")
+
+_UNJUDGED = "upstream items could not be reviewed; none of them is shown"
 
 
 def now_iso() -> str:
@@ -73,17 +75,40 @@ class Approvals:
     def review(self, upstream: str, listing: Listing, others: Callable[[], Mapping[str, str]]) -> views.Shown:
         """What clients are shown of `upstream` now; `others()` (asked only when something is
         judged) names what a new item must not pass itself off as."""
-        memo = self._memo.get(upstream)
-        if memo is not None and (memo[0] is listing or memo[0] == listing):
-            return memo[1]
-        try:
-            record = self._review(upstream, listing, others())
-            result = views.shown(upstream, listing.lists, listing.instructions, record)
-        except Exception:  # fail closed: an upstream that cannot be judged shows nothing
-            log.exception("upstream items could not be reviewed; none of them is shown", upstream=upstream)
-            result = views.Shown({}, "", {})
-        self._memo[upstream] = (listing, result)
-        return result
+        return self.review_all({upstream: listing}, lambda _upstream: others())[upstream]
+
+    def review_all(self, listings: Mapping[str, Listing],
+                   others: Callable[[str], Mapping[str, str]]) -> dict[str, views.Shown]:
+        """What clients are shown of each upstream in `listings` now. Those whose listing is new
+        since their last review are judged together, in one update of the file (fifty upstreams
+        coming up at once write it once, not fifty times); `others(upstream)` is asked only for
+        those. An upstream that cannot be judged shows nothing (fail closed)."""
+        out: dict[str, views.Shown] = {}
+        todo: dict[str, Listing] = {}
+        for upstream, listing in listings.items():
+            memo = self._memo.get(upstream)
+            if memo is not None and (memo[0] is listing or memo[0] == listing):
+                out[upstream] = memo[1]
+            else:
+                todo[upstream] = listing
+        if todo:
+            try:
+                records = self._review(todo, others)
+            except Exception:
+                log.exception(_UNJUDGED, upstreams=list(todo))
+                records = {}
+            for upstream, listing in todo.items():
+                result = views.Shown({}, "", {})
+                record = records.get(upstream)
+                if record is not None:
+                    try:
+                        result = views.shown(upstream, listing.lists, listing.instructions, record)
+                    except Exception:
+                        log.exception("upstream items could not be reviewed; none of them is shown",
+                                      upstream=upstream)
+                self._memo[upstream] = (listing, result)
+                out[upstream] = result
+        return {upstream: out[upstream] for upstream in listings}
 
     def take_stale(self) -> bool:
         """Whether a review found approvals changed by someone else (the command line) for
@@ -91,27 +116,45 @@ class Approvals:
         stale, self._stale = bool(self._stale), set()
         return stale
 
-    def _adopt(self, book: Book, judging: str | None = None) -> set[str]:
-        """Put `book` in force; forget the reviews of upstreams whose approvals it changes."""
+    def _adopt(self, book: Book, judging: frozenset[str] = frozenset()) -> set[str]:
+        """Put `book` in force; forget the reviews of upstreams whose approvals it changes (but
+        those being judged against it now)."""
         changed = {u for u in set(book.upstreams) | set(self._book.upstreams)
-                   if u != judging and _approved(book, u) != _approved(self._book, u)}
+                   if u not in judging and _approved(book, u) != _approved(self._book, u)}
         self._book = book
         for upstream in changed:
             self._memo.pop(upstream, None)
         return changed
 
-    def _review(self, upstream: str, listing: Listing, others: Mapping[str, str]) -> Record:
-        items = items_of(listing.lists, listing.instructions)
+    def _review(self, todo: Mapping[str, Listing], others: Callable[[str], Mapping[str, str]],
+                ) -> dict[str, Record]:
+        """Judge each upstream of `todo` against the file's current book, in one update of it;
+        the record of each one judged (one that could not be is left out, and logged)."""
         now = self._clock()
-        inspect = self._inspect(others)
-        outcome: list[decide.Review] = []
+        ready: dict[str, tuple[Listing, Mapping[str, Item], Inspect]] = {}
+        for upstream, listing in todo.items():
+            try:
+                ready[upstream] = (listing, items_of(listing.lists, listing.instructions),
+                                   self._inspect(others(upstream)))
+            except Exception:
+                log.exception(_UNJUDGED, upstream=upstream)
+        outcome: dict[str, decide.Review] = {}
+        failed: set[str] = set()
 
         def change(book: Book) -> Book:
-            outcome[:] = [decide.review(book.upstreams.get(upstream), listing.server_name,
-                                        listing.server_version, items, strict=listing.strict,
-                                        quarantine=self._quarantine, inspect=inspect, now=now)]
-            record = outcome[0].record
-            return book if book.upstreams.get(upstream) == record else book.with_record(upstream, record)
+            outcome.clear()
+            for upstream, (listing, items, inspect) in ready.items():
+                try:
+                    review = decide.review(book.upstreams.get(upstream), listing.server_name,
+                                           listing.server_version, items, strict=listing.strict,
+                                           quarantine=self._quarantine, inspect=inspect, now=now)
+                except Exception:
+                    failed.add(upstream)
+                    continue
+                outcome[upstream] = review
+                if book.upstreams.get(upstream) != review.record:
+                    book = book.with_record(upstream, review.record)
+            return book
 
         try:
             book, reading = store.update(self._home, change, self.on_write,
@@ -128,10 +171,13 @@ class Approvals:
                 self._files.judge(store.read(self._home))
             else:
                 self._files.judge(reading)  # unchanged: the one read is enough
-        self._stale |= self._adopt(book, judging=upstream)
-        for event in outcome[0].events:
-            self._report(upstream, listing, event)
-        return outcome[0].record
+        for upstream in sorted(failed):
+            log.error(_UNJUDGED, upstream=upstream)
+        self._stale |= self._adopt(book, judging=frozenset(outcome))
+        for upstream, review in outcome.items():
+            for event in review.events:
+                self._report(upstream, todo[upstream], event)
+        return {upstream: review.record for upstream, review in outcome.items()}
 
     def _report(self, upstream: str, listing: Listing, event: decide.Event) -> None:
         fields: dict[str, Any] = {"upstream": upstream, "items": list(event.keys)}

@@ -1,15 +1,15 @@
 """The ready upstreams as clients see them: the supervisor's lists after the tool approvals.
 
 One place joins the two: for each ready upstream, its identity (`serverInfo`), instructions and
-lists go through `Approvals.review` (remembered until they change), and what comes back — held
-items replaced, holds named — is what the live config builds the surface from and what the server
+lists go through `Approvals.review_all` (remembered until they change; those new since their last
+review are judged together, in one update of the file), and what comes back — held items
+replaced, holds named — is what the live config builds the surface from and what the server
 instructions quote.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from functools import partial
 from typing import Any
 
 from tfunnel.approvals.keeper import Approvals, Listing
@@ -34,8 +34,8 @@ class Reviewed:
         ready = self._supervisor.ready()
         out: dict[str, Shown] = {}
         for _ in range(_PASSES):  # again while a review finds approvals changed under it
-            for uid, upstream in ready.items():
-                out[uid] = self._approvals.review(uid, _listing(upstream), partial(self._others, uid))
+            listings = {uid: _listing(upstream) for uid, upstream in ready.items()}
+            out = self._approvals.review_all(listings, self._others)
             if not self._approvals.take_stale():
                 break
         self._approvals.forget(list(ready))
