@@ -12,18 +12,23 @@ from tfunnel.home.rebuilds import MAX_PAUSE_S, Rebuilds
 
 
 class Work:
-    """A rebuild: records what it saw (`seen` when it ran) and takes `cost` seconds of real time
-    (the pause after it is measured in real time, and waited for on trio's clock)."""
+    """A rebuild: records what it saw (`seen` when it ran) and takes `cost` seconds of this
+    thread's CPU (the pause after it is measured in CPU time, and waited for on trio's clock), and
+    `waits` seconds of wall time without CPU (as when other processes have the cores)."""
 
-    def __init__(self, cost: float = 0.0) -> None:
+    def __init__(self, cost: float = 0.0, waits: float = 0.0) -> None:
         self.runs: list[int] = []
         self.seen = 0
         self.fail = False
         self.cost = cost
+        self.waits = waits
 
     def __call__(self) -> None:
         self.runs.append(self.seen)
-        time.sleep(self.cost)
+        done = time.thread_time() + self.cost
+        while time.thread_time() < done:
+            pass
+        time.sleep(self.waits)
         if self.fail:
             raise RuntimeError("boom")
 
@@ -58,8 +63,8 @@ async def test_a_burst_is_one_rebuild_and_caught_up_waits_for_it() -> None:
 @pytest.mark.trio_clock
 async def test_changes_during_the_pause_wait_for_it_and_no_longer() -> None:
     """After a rebuild of 20 ms the next waits twice that (changes coalesce meanwhile); after one
-    of a second, no more than MAX_PAUSE_S."""
-    for cost, pause in ((0.02, 0.04), (1.0, MAX_PAUSE_S)):
+    longer than half of MAX_PAUSE_S, no more than MAX_PAUSE_S."""
+    for cost, pause in ((0.02, 0.04), (0.3, MAX_PAUSE_S)):
         work = Work(cost)
         rebuilds = Rebuilds(work)
         async with trio.open_nursery() as nursery:
@@ -74,6 +79,24 @@ async def test_changes_during_the_pause_wait_for_it_and_no_longer() -> None:
             assert pause <= trio.current_time() - started <= MAX_PAUSE_S
             assert len(work.runs) == 2
             nursery.cancel_scope.cancel()
+
+
+@pytest.mark.trio_clock
+async def test_a_rebuild_slowed_by_other_processes_does_not_hold_back_the_next() -> None:
+    """A rebuild that takes half a second of wall time but almost no CPU of ours (the cores were
+    busy with starting upstreams) is followed by the next at once, not after a pause."""
+    work = Work(cost=0.0, waits=0.5)
+    rebuilds = Rebuilds(work)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(rebuilds.run)
+        rebuilds.request()
+        await trio.testing.wait_all_tasks_blocked()
+        started = trio.current_time()
+        rebuilds.request()
+        await rebuilds.caught_up()
+        assert trio.current_time() - started < 0.1  # twice the CPU it took: next to nothing
+        assert len(work.runs) == 2
+        nursery.cancel_scope.cancel()
 
 
 @pytest.mark.trio_clock
