@@ -172,15 +172,18 @@ async def running(argv: Sequence[str], env: Mapping[str, str] | None = None,
                 yield peer
             finally:
                 with trio.CancelScope(shield=True):
-                    await stop(proc, grace_s)
+                    # The readers may not have seen the end of their pipes yet: they are stopped
+                    # before the pipes are closed (a read of a closed pipe raises).
+                    await stop(proc, grace_s, close_pipes=False)
                 nursery.cancel_scope.cancel()
     finally:
         with trio.CancelScope(shield=True):
-            await stop(proc, grace_s)  # again, in case starting the readers failed; a no-op otherwise
+            await stop(proc, grace_s)  # the pipes; and the rest, in case starting the readers failed
 
 
-async def stop(proc: trio.Process, grace_s: float = STOP_GRACE_S) -> None:
-    """Close stdin, give the peer `grace_s` to exit, then SIGKILL what is left; reap it."""
+async def stop(proc: trio.Process, grace_s: float = STOP_GRACE_S, close_pipes: bool = True) -> None:
+    """Close stdin, give the peer `grace_s` to exit, then SIGKILL what is left; reap it; close its
+    output pipes (with `close_pipes`)."""
     family = descendants(proc.pid)  # now: once the peer exits, its children are reparented
     if proc.stdin is not None:
         with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
@@ -189,7 +192,7 @@ async def stop(proc: trio.Process, grace_s: float = STOP_GRACE_S) -> None:
         await proc.wait()
     kill_tree(proc.pid, family)
     await proc.wait()
-    for stream in (proc.stdout, proc.stderr):
+    for stream in (proc.stdout, proc.stderr) if close_pipes else ():
         if stream is not None:
             await stream.aclose()
 

@@ -99,6 +99,39 @@ async def test_a_rebuild_slowed_by_other_processes_does_not_hold_back_the_next()
         nursery.cancel_scope.cancel()
 
 
+@pytest.mark.parametrize(("settled_before", "settled_after", "paused"), [
+    (False, True, False),  # the change that ends a start: rebuilt at once
+    (False, False, True),  # more is on its way: the burst's pause
+    (True, True, True),  # nothing was starting (an upstream re-listing over and over): the pause
+])
+@pytest.mark.trio_clock
+async def test_only_the_change_that_ends_a_start_cuts_the_pause(settled_before: bool, settled_after: bool,
+                                                               paused: bool) -> None:
+    work = Work(cost=0.05)  # a pause of 0.1 s after each rebuild
+    settled = [settled_before]
+    rebuilds = Rebuilds(work, settled=lambda: settled[0])
+    async with trio.open_nursery() as nursery:
+        await nursery.start(rebuilds.run)
+        rebuilds.request()
+        await trio.testing.wait_all_tasks_blocked()
+        started = trio.current_time()
+        settled[0] = settled_after
+        rebuilds.request()
+        await rebuilds.caught_up()
+        waited = trio.current_time() - started
+        assert (waited >= 0.1) if paused else (waited < 0.01), waited
+        assert len(work.runs) == 2
+        # Once a rebuild was taken with nothing starting, the next change waits out the pause.
+        settled[0] = True
+        rebuilds.request()
+        await rebuilds.caught_up()
+        started = trio.current_time()
+        rebuilds.request()
+        await rebuilds.caught_up()
+        assert trio.current_time() - started >= 0.1
+        nursery.cancel_scope.cancel()
+
+
 @pytest.mark.trio_clock
 async def test_a_failing_rebuild_keeps_the_task_and_the_waiters_going() -> None:
     work = Work()

@@ -225,8 +225,13 @@ async def test_supervisor_reconfigure(tmp_path: Path) -> None:
     """Unchanged keeps Upstream and task; changed is replaced; removed goes; disabled never runs."""
     fake = FakeChild("up", lifetime=math.inf)
     changes: list[float] = []
-    supervisor = Supervisor(Context(tmp_path, {}, Limits(), Identity("t", "0"),
-                                    lambda: changes.append(trio.current_time()), jitter=lambda: 0.5),
+    starting: list[bool] = []  # at each change: is another upstream still on its way up?
+
+    def on_change() -> None:
+        changes.append(trio.current_time())
+        starting.append(supervisor.starting())
+
+    supervisor = Supervisor(Context(tmp_path, {}, Limits(), Identity("t", "0"), on_change, jitter=lambda: 0.5),
                             transports=fake)
     first = ExposeConfig(upstreams=(spec("same"), spec("changed"), spec("removed"),
                                     spec("off", enabled=False), spec("turned-off")))
@@ -260,6 +265,8 @@ async def test_supervisor_reconfigure(tmp_path: Path) -> None:
             # Each connection that became ready, or closed once ready, is a change; and the
             # reconfiguration itself: four up at 0 s; at 10 s three closed, two up, one reload.
             assert changes == [0.0] * 4 + [10.0] * 6
+            assert starting[:4] == [True, True, True, False]  # the last one up ends the start
+            assert not supervisor.starting()
             await trio.sleep(5)
             nursery.cancel_scope.cancel()
     assert fake.calls == {"same": [0.0], "changed": [0.0, 10.0], "removed": [0.0], "turned-off": [0.0],

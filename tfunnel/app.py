@@ -114,7 +114,7 @@ def build(home: Path, environ: Mapping[str, str] | None = None, observer: Observ
     notices = Notices(lambda upstream, uris: supervisor.set_subscriptions(upstream, uris),
                       lambda level: supervisor.set_log_level(level), lambda: live.state.passthrough)
     # Upstream changes reach the surface through one rebuild per burst (`home/rebuilds.py`).
-    rebuilds = Rebuilds(_keeping_listing(home, live))
+    rebuilds = Rebuilds(_keeping_listing(home, live), settled=lambda: not supervisor.starting())
     supervisor = Supervisor(Context(home, env, settings.limits,
                                     Identity(settings.client_name, settings.client_version),
                                     rebuilds.request, partial(_upstream_notice, live, notices),

@@ -9,6 +9,11 @@ times over a growing catalog: quadratic, and the gateway busy for seconds while 
 twice the last rebuild's time (at most `MAX_PAUSE_S`), taking in every change asked for meanwhile.
 A small home rebuilds within a millisecond or two of each change, as before.
 
+The pause is cut short once for the change that ends a start (the last rebuild was taken
+while something was on its way, `settled()` was false, and now nothing is): the last of fifty
+upstreams is in the surface at once, not after the pause meant for the burst. Other changes (an
+upstream re-listing its tools over and over, one restarting in a loop) keep the pause.
+
 A rebuild's time is the gateway's own CPU time for it (`time.thread_time`), not the wall time:
 while fifty upstreams start on two cores, most of a rebuild's wall time is theirs, and pausing
 for it would only make the surface complete later. So rebuilding takes at most a third of the
@@ -34,11 +39,15 @@ MAX_PAUSE_S = 0.5  # the longest a change waits behind the rebuild before it
 
 
 class Rebuilds:
-    def __init__(self, rebuild: Callable[[], None]) -> None:
+    def __init__(self, rebuild: Callable[[], None], settled: Callable[[], bool] = lambda: False) -> None:
+        """`settled()`: whether no further change is on its way now (then a change ends the pause)."""
         self._rebuild = rebuild
+        self._settled = settled
         self._asked = 0  # requests so far
         self._done = 0  # requests the last rebuild took in
         self._wake = trio.Event()
+        self._hurry = trio.Event()  # the change that ended a start came since the last rebuild began
+        self._during_start = False  # whether the last rebuild was taken while something was due
         self._progress = trio.Event()
         self._running = False
         self.count = 0  # rebuilds done by the task (for tests and the bench)
@@ -50,6 +59,8 @@ class Rebuilds:
             return
         self._asked += 1
         self._wake.set()
+        if self._during_start and self._settled():
+            self._hurry.set()
 
     async def caught_up(self) -> None:
         """Return once every change requested before this call is in the surface."""
@@ -66,7 +77,8 @@ class Rebuilds:
                 await self._wake.wait()
                 self._wake = trio.Event()
                 took = self._once()
-                await trio.sleep(min(MAX_PAUSE_S, 2 * took))
+                with trio.move_on_after(min(MAX_PAUSE_S, 2 * took)):
+                    await self._hurry.wait()
         finally:
             self._running = False
             if self._done < self._asked:
@@ -75,6 +87,8 @@ class Rebuilds:
 
     def _once(self) -> float:
         target = self._asked
+        self._hurry = trio.Event()  # what came before is taken in now
+        self._during_start = not self._settled()
         started = time.thread_time()
         try:
             self._rebuild()

@@ -314,6 +314,10 @@ class Supervisor:
         """What every ready upstream lists, by kind, in config order."""
         return {uid: u.listed for uid, u in self.upstreams.items() if u.state is State.READY}
 
+    def starting(self) -> bool:
+        """Whether an upstream is on its way up now (more changes to the surface may follow soon)."""
+        return any(u.state is State.STARTING for u in self.upstreams.values())
+
     def ready(self) -> dict[str, Upstream]:
         """Every ready upstream, in config order."""
         return {uid: u for uid, u in self.upstreams.items() if u.state is State.READY}
