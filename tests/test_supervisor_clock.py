@@ -231,8 +231,8 @@ async def test_supervisor_reconfigure(tmp_path: Path) -> None:
         changes.append(trio.current_time())
         starting.append(supervisor.starting())
 
-    supervisor = Supervisor(Context(tmp_path, {}, Limits(), Identity("t", "0"), on_change, jitter=lambda: 0.5),
-                            transports=fake)
+    supervisor = Supervisor(Context(tmp_path, {}, Limits(), Identity("t", "0"), on_change,
+                                    jitter=lambda: 0.5), transports=fake)
     first = ExposeConfig(upstreams=(spec("same"), spec("changed"), spec("removed"),
                                     spec("off", enabled=False), spec("turned-off")))
     second = ExposeConfig(upstreams=(spec("added"), spec("same"), spec("changed", args=("--v2",)),
