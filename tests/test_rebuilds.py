@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import pytest
 import trio
@@ -60,6 +62,26 @@ async def test_a_burst_is_one_rebuild_and_caught_up_waits_for_it() -> None:
         nursery.cancel_scope.cancel()
 
 
+@asynccontextmanager
+async def after_a_first_rebuild(rebuilds: Rebuilds) -> AsyncIterator[None]:
+    """`rebuilds` running, its first rebuild (taken at once: it was idle) done."""
+    async with trio.open_nursery() as nursery:
+        await nursery.start(rebuilds.run)
+        rebuilds.request()
+        await trio.testing.wait_all_tasks_blocked()
+        yield
+        nursery.cancel_scope.cancel()
+
+
+async def catching_up(rebuilds: Rebuilds, changes: int = 1) -> float:
+    """Seconds on trio's clock from `changes` requests until the surface has them."""
+    started = trio.current_time()
+    for _ in range(changes):
+        rebuilds.request()
+    await rebuilds.caught_up()
+    return trio.current_time() - started
+
+
 @pytest.mark.trio_clock
 async def test_changes_during_the_pause_wait_for_it_and_no_longer() -> None:
     """After a rebuild of 20 ms the next waits twice that (changes coalesce meanwhile); after one
@@ -67,18 +89,10 @@ async def test_changes_during_the_pause_wait_for_it_and_no_longer() -> None:
     for cost, pause in ((0.02, 0.04), (0.3, MAX_PAUSE_S)):
         work = Work(cost)
         rebuilds = Rebuilds(work)
-        async with trio.open_nursery() as nursery:
-            await nursery.start(rebuilds.run)
-            rebuilds.request()
-            await trio.testing.wait_all_tasks_blocked()
-            started = trio.current_time()
-            for _ in range(3):
-                rebuilds.request()
-            await rebuilds.caught_up()
+        async with after_a_first_rebuild(rebuilds):
             # A real sleep never ends early (the lower bound); the cap holds on trio's clock.
-            assert pause <= trio.current_time() - started <= MAX_PAUSE_S
+            assert pause <= await catching_up(rebuilds, 3) <= MAX_PAUSE_S
             assert len(work.runs) == 2
-            nursery.cancel_scope.cancel()
 
 
 @pytest.mark.trio_clock
@@ -87,16 +101,9 @@ async def test_a_rebuild_slowed_by_other_processes_does_not_hold_back_the_next()
     busy with starting upstreams) is followed by the next at once, not after a pause."""
     work = Work(cost=0.0, waits=0.5)
     rebuilds = Rebuilds(work)
-    async with trio.open_nursery() as nursery:
-        await nursery.start(rebuilds.run)
-        rebuilds.request()
-        await trio.testing.wait_all_tasks_blocked()
-        started = trio.current_time()
-        rebuilds.request()
-        await rebuilds.caught_up()
-        assert trio.current_time() - started < 0.1  # twice the CPU it took: next to nothing
+    async with after_a_first_rebuild(rebuilds):
+        assert await catching_up(rebuilds) < 0.1  # twice the CPU it took: next to nothing
         assert len(work.runs) == 2
-        nursery.cancel_scope.cancel()
 
 
 @pytest.mark.parametrize(("settled_before", "settled_after", "paused"), [
@@ -110,26 +117,15 @@ async def test_only_the_change_that_ends_a_start_cuts_the_pause(settled_before: 
     work = Work(cost=0.05)  # a pause of 0.1 s after each rebuild
     settled = [settled_before]
     rebuilds = Rebuilds(work, settled=lambda: settled[0])
-    async with trio.open_nursery() as nursery:
-        await nursery.start(rebuilds.run)
-        rebuilds.request()
-        await trio.testing.wait_all_tasks_blocked()
-        started = trio.current_time()
+    async with after_a_first_rebuild(rebuilds):
         settled[0] = settled_after
-        rebuilds.request()
-        await rebuilds.caught_up()
-        waited = trio.current_time() - started
+        waited = await catching_up(rebuilds)
         assert (waited >= 0.1) if paused else (waited < 0.01), waited
         assert len(work.runs) == 2
         # Once a rebuild was taken with nothing starting, the next change waits out the pause.
         settled[0] = True
-        rebuilds.request()
-        await rebuilds.caught_up()
-        started = trio.current_time()
-        rebuilds.request()
-        await rebuilds.caught_up()
-        assert trio.current_time() - started >= 0.1
-        nursery.cancel_scope.cancel()
+        await catching_up(rebuilds)
+        assert await catching_up(rebuilds) >= 0.1
 
 
 @pytest.mark.trio_clock
