@@ -273,6 +273,36 @@ async def test_health_says_stopping_through_the_drain(home: Path) -> None:
             assert await gw.wait_exit() == 143
 
 
+async def test_an_answer_given_during_the_drain_ends_its_connection(home: Path) -> None:
+    """A call under way at SIGTERM gets its answer whole, with `Connection: close`, and the
+    connection ends: a proxy keeps no idle connection to a stopping instance that its exit would
+    close under the next request."""
+    add_tools(home, SLEEPER, scripts=("sleeper.py",))
+    set_upstreams(home)
+    with trio.fail_after(40):
+        async with http_gateway(home, None, "--grace", "10") as gw, httpx2.AsyncClient(timeout=10) as http:
+            session = await open_session(http, gw.url)
+            host, port = address(gw)
+            body = json.dumps(run_tool("slow", "sleeper", {"seconds": 1.5})).encode()
+            stream = await trio.open_tcp_stream(host, port)
+            async with stream:
+                await stream.send_all(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: application/json, "
+                                      b"text/event-stream\r\nContent-Type: application/json\r\n"
+                                      b"Mcp-Session-Id: %s\r\nContent-Length: %d\r\n\r\n%s"
+                                      % (session.encode(), len(body), body))
+                await trio.sleep(0.5)  # the call is under way
+                gw.proc.send_signal(signal.SIGTERM)
+                answer = await read_response(stream)  # returns once the gateway closes the connection
+            assert await gw.wait_exit() == 143
+    head, _, payload = answer.partition(b"\r\n\r\n")
+    lines = head.split(b"\r\n")
+    fields = dict(line.lower().split(b": ", 1) for line in lines[1:])
+    assert lines[0].startswith(b"HTTP/1.1 200"), lines[0]
+    assert fields[b"connection"] == b"close"
+    reply = json.loads(payload)
+    assert reply["id"] == "slow" and not reply["result"].get("isError"), reply
+
+
 async def refused_and_closed(gw: HttpGateway) -> None:
     """On a keep-alive connection, a request during the drain gets its 503 whole (its length
     given) and then the connection closes: the client does not send its next request there."""

@@ -117,6 +117,7 @@ class HttpApp:
             return
         if scope["type"] != "http":
             return
+        send = self._closing_once_stopping(send)
         headers: dict[str, str] = {}
         for raw_name, raw_value in scope["headers"]:
             name = raw_name.decode("latin-1").lower()
@@ -158,6 +159,19 @@ class HttpApp:
             self._active -= 1
             if self._active == 0 and self.stopping.is_set():
                 self._drained.set()
+
+    def _closing_once_stopping(self, send: Send) -> Send:
+        """`send`, except that a response started once the gateway is stopping ends its
+        connection (`Connection: close`). A proxy then keeps no idle connection to this instance
+        that the exit would close under a request it is sending: a POST that met such a close
+        could not be retried elsewhere (it may have run)."""
+        async def closing(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start" and self.stopping.is_set():
+                headers = list(message.get("headers", ()))
+                if not any(name.lower() == b"connection" for name, _ in headers):
+                    message = {**message, "headers": [*headers, *_CLOSE]}
+            await send(message)
+        return closing
 
     def _answers_a_session(self, scope: Scope, headers: dict[str, str]) -> bool:
         """A POST in an open session: during the drain it may still carry what a call in flight
