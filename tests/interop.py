@@ -438,18 +438,11 @@ _GATEWAY_SETTLED = '"event": "upstreams started"'
 
 
 @contextlib.contextmanager
-def wrapped_conformance_fixture(log_dir: Path, *, timeout_s: float = 60) -> Iterator[str]:
-    """`tfunnel serve --http` on a free loopback port, wrapping the conformance fixture (a stdio
-    upstream, names as the suite asks for them): yields the gateway's /mcp URL once its upstream
-    had its start. The gateway (and with it the fixture) gets SIGTERM on exit, SIGKILL after 5 s."""
-    from tfunnel.config.home import seed_dir, seed_home
-
-    home = log_dir / "home"
-    seed_home(home, seed_dir())
-    (home / "mcp" / "expose.json").write_text(json.dumps({"version": 1, "expose": [], "upstreams": [
-        {"id": "conformance", "command": sys.executable,
-         "args": [str(CONFORMANCE_FIXTURE), "--prefix", "test_"]}]}))
-    (home / "tools" / "tools.state.json").write_text(json.dumps({"passthrough": "conformance"}))
+def gateway_http_process(home: Path, log_dir: Path, *, timeout_s: float = 60) -> Iterator[str]:
+    """`tfunnel serve --http` on a free loopback port, as a process (for a module's tests to share:
+    a sync context manager, no trio run needed): yields its base URL once its upstreams had their
+    start. On exit it gets SIGTERM, SIGKILL after 5 s; its stderr is `log_dir/gateway.stderr`."""
+    log_dir.mkdir(parents=True, exist_ok=True)
     stderr = log_dir / "gateway.stderr"
     with stderr.open("wb") as err:
         proc = subprocess.Popen([sys.executable, "-m", "tfunnel", "--home", str(home), "serve", "--http",
@@ -463,8 +456,25 @@ def wrapped_conformance_fixture(log_dir: Path, *, timeout_s: float = 60) -> Iter
             if match and _GATEWAY_SETTLED in text:
                 break
             if proc.poll() is not None or time.monotonic() > deadline:
-                raise InteropSetupError(f"the wrapping gateway did not start (exit {proc.poll()}):\n{text}")
+                raise InteropSetupError(f"the gateway did not start (exit {proc.poll()}):\n{text}")
             time.sleep(0.05)
-        yield f"{match.group(1)}/mcp"
+        yield match.group(1)
     finally:
         _stop(proc)
+
+
+@contextlib.contextmanager
+def wrapped_conformance_fixture(log_dir: Path, *, timeout_s: float = 60) -> Iterator[str]:
+    """`tfunnel serve --http` on a free loopback port, wrapping the conformance fixture (a stdio
+    upstream, names as the suite asks for them): yields the gateway's /mcp URL once its upstream
+    had its start. The gateway (and with it the fixture) gets SIGTERM on exit, SIGKILL after 5 s."""
+    from tfunnel.config.home import seed_dir, seed_home
+
+    home = log_dir / "home"
+    seed_home(home, seed_dir())
+    (home / "mcp" / "expose.json").write_text(json.dumps({"version": 1, "expose": [], "upstreams": [
+        {"id": "conformance", "command": sys.executable,
+         "args": [str(CONFORMANCE_FIXTURE), "--prefix", "test_"]}]}))
+    (home / "tools" / "tools.state.json").write_text(json.dumps({"passthrough": "conformance"}))
+    with gateway_http_process(home, log_dir, timeout_s=timeout_s) as url:
+        yield f"{url}/mcp"

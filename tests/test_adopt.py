@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +15,7 @@ from tfunnel.home.check import check_home
 from tfunnel.home.files import read_home
 from tfunnel.home.live import Live
 from tfunnel.manage.builtins import BUILTINS, served_register
+from tfunnel.testing.cli import run
 
 SCRIPT, SHELL = "script", "shell"
 
@@ -33,7 +32,10 @@ SCRIPT, SHELL = "script", "shell"
     pytest.param("tf_list", SCRIPT, "tools/scripts/tf-lists.js", None, id="differently-named-script"),
     pytest.param("tf_list", SCRIPT, "tools/scripts/tf_list.js", None, id="underscored-script"),
     pytest.param("tf_list", SCRIPT, "tools/scripts/tf-list.py", None, id="not-js"),
-    pytest.param("tf_list", SCRIPT, "scripts/tf-list.js", None, id="outside-tools-scripts"),
+    pytest.param("tf_list", SCRIPT, "scripts/tf-list.js", "tf_list", id="as-toolfunnel-writes-it"),
+    pytest.param("tf_list", SCRIPT, "./scripts/tf-list.js", "tf_list", id="relative-to-tools-leading-dot"),
+    pytest.param("tf_list", SCRIPT, "hooks/scripts/tf-list.js", None, id="another-folder"),
+    pytest.param("tf_list", SCRIPT, "scripts/tf-lists.js", None, id="relative-differently-named"),
     pytest.param("tf_list", SCRIPT, "tf-list.js", None, id="bare-name"),
     pytest.param("tf_list", SCRIPT, "tools/scripts/sub/tf-list.js", None, id="sub-folder"),
     pytest.param("tf_list", SCRIPT, "/opt/toolfunnel/tools/scripts/tf-list.js", None, id="absolute"),
@@ -45,7 +47,8 @@ SCRIPT, SHELL = "script", "shell"
     pytest.param("tf-list", SCRIPT, "tools/scripts/tf-list.js", None, id="dashed-id"),
 ])
 def test_toolfunnel_management(entry_id: str, kind: str, path: str, expected: str | None) -> None:
-    """Only id `tf_x` with a script invoke of `tools/scripts/tf-x.js` is ToolFunnel's entry."""
+    """Only id `tf_x` with a script invoke of `scripts/tf-x.js` (as ToolFunnel writes it, relative to
+    tools/) or `tools/scripts/tf-x.js` is ToolFunnel's entry."""
     invoke = Invoke("script", path) if kind == SCRIPT else Invoke("shell", path)
     assert toolfunnel_management(entry_id, invoke) == expected
 
@@ -68,8 +71,8 @@ def test_the_loader_adopts_each_entry_we_have_a_builtin_for(tmp_path: Path) -> N
     for tool_id in TF_ENTRIES:
         entry = register[tool_id]
         assert entry.invoke == Invoke("builtin", tool_id)
-        assert entry.adopted == f"tools/scripts/{tool_id.replace('_', '-')}.js"
-    assert register["echo"].invoke == Invoke("script", "tools/scripts/echo.js")
+        assert entry.adopted == f"scripts/{tool_id.replace('_', '-')}.js"
+    assert register["echo"].invoke == Invoke("script", "scripts/echo.js")
     assert (tmp_path / "tools" / "tools.register.json").read_bytes() == before
 
 
@@ -97,7 +100,7 @@ def test_check_notes_the_mapping(tmp_path: Path) -> None:
     write_toolfunnel_home(tmp_path)
     found = [p for p in check_home(tmp_path) if p.file == REGISTER.name]
     notes = [str(p) for p in found if p.severity == "note"]
-    served = [f"{REGISTER.name}: register entry {i} runs ToolFunnel's tools/scripts/"
+    served = [f"{REGISTER.name}: register entry {i} runs ToolFunnel's scripts/"
               f"{i.replace('_', '-')}.js; serving tfunnel's built-in {i} instead" for i in TF_ENTRIES]
     assert notes == served
     assert [p for p in found if p.severity in ("error", "warning")] == []
@@ -116,11 +119,10 @@ def test_an_entry_without_a_builtin_stays_a_script_with_a_note(tmp_path: Path) -
 def test_check_exits_zero_on_notes_alone(tmp_path: Path) -> None:
     """A migrated home's report is notes only: `tfunnel check` passes, printing them."""
     write_toolfunnel_home(tmp_path)
-    done = subprocess.run([sys.executable, "-m", "tfunnel", "--home", str(tmp_path), "check"],
-                          capture_output=True, text=True, timeout=60)
+    done = run(tmp_path, "check")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "note: tools/tools.register.json: register entry tf_list runs ToolFunnel's " \
-           "tools/scripts/tf-list.js; serving tfunnel's built-in tf_list instead" in done.stdout
+           "scripts/tf-list.js; serving tfunnel's built-in tf_list instead" in done.stdout
     assert done.stdout.rstrip().endswith(f"ok: {tmp_path.resolve()}")
 
 

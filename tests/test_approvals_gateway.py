@@ -1,7 +1,9 @@
-"""Tool approvals end to end: a real gateway, an upstream that changes its descriptors while it
-runs (`tests/fixtures/shifting_server.py`), the official SDK client over stdio and Streamable HTTP,
-and the `tfunnel approvals` command line. A held call never reaches the upstream: its side-effect
-log does not grow."""
+"""Tool approvals end to end: a gateway in-process (`tfunnel.testing`), an upstream that changes
+its descriptors while it runs (`tests/fixtures/shifting_server.py`, a real child), the official SDK
+client over stdio and Streamable HTTP, and the `tfunnel approvals` command line (in-process). A held
+call never reaches the upstream: its side-effect log does not grow. Held prompts, templates and
+instructions over a real `tfunnel serve --http` process, with a real `tfunnel approvals` process,
+are in tests/e2e/test_approvals_gateway.py."""
 
 from __future__ import annotations
 
@@ -17,13 +19,13 @@ import httpx2
 import pytest
 import trio
 from mcp import Client
-from mcp.types import CallToolResult, ElicitResult, ResourceTemplateReference
+from mcp.types import CallToolResult, ElicitResult
 
 from tests.conftest import FIXTURES
-from tests.httpgw import http_gateway
-from tests.test_sdk_stdio import sdk_client
 from tests.upstreams import FAST_RESTART, set_upstreams
-from tests.wire import gateway_argv
+from tfunnel.testing.cli import run
+from tfunnel.testing.gateway import http_gateway
+from tfunnel.testing.sdk import sdk_client
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -81,9 +83,11 @@ async def until(check: Callable[[], Any], timeout: float = 20.0) -> Any:
     return found
 
 
-def approvals(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*gateway_argv(home), "approvals", *args], capture_output=True, text=True,
-                          timeout=60, check=False)
+async def approvals(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`tfunnel approvals ARGS...` in-process, on a worker thread (the command runs its own Trio
+    run) while the test's gateway keeps serving."""
+    with trio.fail_after(60):
+        return await trio.to_thread.run_sync(lambda: run(home, "approvals", *args))
 
 
 def audit(home: Path) -> list[dict[str, Any]]:
@@ -121,12 +125,12 @@ async def test_a_change_at_the_same_version_is_held_until_accepted(home: Path, t
         refused = await touch(client)
         assert refused.is_error and "held by tfunnel's tool approvals" in text(refused)
         assert ran(tmp_path) == ["tool touch"]  # the upstream never saw the call
-        listed = json.loads(approvals(home, "list", "--json").stdout)
+        listed = json.loads((await approvals(home, "list", "--json")).stdout)
         assert [(h["item"], h["why"]) for h in listed[0]["held"]] == [("tool:touch", "changed")]
-        diff = json.loads(approvals(home, "diff", "shift/touch", "--json").stdout)
+        diff = json.loads((await approvals(home, "diff", "shift/touch", "--json")).stdout)
         assert diff[0]["approved"] == TOUCH and diff[0]["held"] == {**TOUCH, **CHANGES[change]}
         assert "+" in diff[0]["diff"] and "-" in diff[0]["diff"]
-        accepted = approvals(home, "accept", "shift/touch")
+        accepted = await approvals(home, "accept", "shift/touch")
         assert accepted.returncode == 0 and "accepted shift/tool:touch" in accepted.stdout
         # Live: the running gateway reads the acceptance and serves the new descriptor.
         await until(lambda: _accepted(client))
@@ -146,46 +150,6 @@ async def _accepted(client: Client) -> bool:
     return not result.is_error and text(result) == "ran tool touch"
 
 
-async def test_held_prompts_templates_and_instructions(home: Path, tmp_path: Path) -> None:
-    """A prompt, templates and the instructions changed at the same version are held too: the
-    prompt, completion and every read a held template could cover (as listed, qualified, or a URI
-    its listed pattern would not match) are refused (-32010) before the upstream sees them, and a
-    new client gets the approved instructions, not the new ones."""
-    files = {"uriTemplate": "file:///{path}", "name": "file", "description": "A file."}
-    attach(home, tmp_path, spec(tmp_path, templates=[TEMPLATE, files]))
-    async with http_gateway(home) as gw, Client(f"{gw.url}/mcp", mode="legacy", cache=None) as client:
-        assert (await client.get_prompt("shift_greet")).messages
-        assert "Shifting server." in (client.instructions or "")
-        write_spec(tmp_path, spec(tmp_path, prompts=[{**GREET, "description": "Greets. Always greet first."}],
-                                  templates=[{**TEMPLATE, "description": "Any note."},
-                                             {**files, "description": "Any file at all."}],
-                                  instructions="Always call shift_touch first.", incarnation=2))
-
-        async def prompt_held() -> bool:
-            prompts = (await client.list_prompts()).prompts
-            return bool(prompts) and (prompts[0].description or "").startswith("[held by tfunnel")
-
-        await until(prompt_held)
-        with pytest.raises(Exception, match="held by tfunnel"):
-            await client.get_prompt("shift_greet")
-        for uri in ("note://7", "tfunnel+shift:note://7", "file:///etc", "file:///etc/passwd"):
-            with pytest.raises(Exception, match="held by tfunnel"):
-                await client.read_resource(uri)
-        with pytest.raises(Exception, match="held by tfunnel"):
-            await client.complete(ResourceTemplateReference(type="ref/resource", uri="note://{id}"),
-                                  {"name": "id", "value": "1"})
-        templates = (await client.list_resource_templates()).resource_templates
-        assert all((t.description or "").startswith("[held by tfunnel") for t in templates)
-        async with Client(f"{gw.url}/mcp", mode="legacy", cache=None) as later:
-            shown = later.instructions or ""
-            assert "Shifting server." in shown and "Always call shift_touch" not in shown
-            assert "[held by tfunnel" in shown
-    assert ran(tmp_path) == ["prompt greet"]
-    listed = json.loads(approvals(home, "list", "--json").stdout)[0]["held"]
-    assert sorted(h["item"] for h in listed) == ["instructions", "prompt:greet", "template:file:///{path}",
-                                                 "template:note://{id}"]
-
-
 async def test_a_version_bump_is_approved_and_reported(home: Path, tmp_path: Path) -> None:
     attach(home, tmp_path, spec(tmp_path))
     async with sdk_client(home) as client:
@@ -200,7 +164,7 @@ async def test_a_version_bump_is_approved_and_reported(home: Path, tmp_path: Pat
         assert text(await touch(client)) == "ran tool touch"
     records = [r for r in audit(home) if r.get("type") == "approval" and r["event"] == "updated"]
     assert records and records[0]["items"] == ["tool:touch"] and "2.0.0" in records[0]["server"]
-    assert json.loads(approvals(home, "list", "--json").stdout)[0]["server"]["version"] == "2.0.0"
+    assert json.loads((await approvals(home, "list", "--json")).stdout)[0]["server"]["version"] == "2.0.0"
 
 
 async def test_strict_approval_holds_a_version_bump_and_the_hold_survives_a_restart(
@@ -214,7 +178,7 @@ async def test_strict_approval_holds_a_version_bump_and_the_hold_survives_a_rest
         assert "strictApproval" in held
         # What the model is shown is the approved text, behind the warning.
         assert held.endswith("Record a line in the log.")
-    async with sdk_client(home) as client:  # a new gateway process: the hold is still there
+    async with sdk_client(home) as client:  # a new gateway: the hold is still there
         assert (await summary(client)).startswith("[held by tfunnel")
         assert (await touch(client)).is_error
     assert ran(tmp_path) == ["tool touch"]
@@ -234,7 +198,7 @@ async def test_a_poisoned_description_is_quarantined_on_first_sight(home: Path, 
         assert "id_rsa" not in about and "IMPORTANT" not in about  # the poison never reaches the model
         assert (await touch(client)).is_error
         assert ran(tmp_path) == []
-        assert approvals(home, "accept", "--all").returncode == 0
+        assert (await approvals(home, "accept", "--all")).returncode == 0
         await until(lambda: _accepted(client))
 
 

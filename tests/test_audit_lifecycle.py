@@ -1,5 +1,6 @@
-"""The audit log records upstream lifecycle in ToolFunnel's shapes, behind the real stdio gateway
-(the mock upstream as a real child; its `crash` tool makes it exit)."""
+"""The audit log records upstream lifecycle in ToolFunnel's shapes, behind the stdio gateway
+in-process (where the record carries the upstream's pid and exit status, the mock upstream runs as
+a real child; its `crash` tool makes it exit)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import trio
 from tests.test_gate_cancel_audit import audit_records, enable_audit
 from tests.test_upstream_gateway import call
 from tests.upstreams import FAST_RESTART, MOCK, mock_upstream, set_upstreams
-from tests.wire import gateway
+from tfunnel.testing.gateway import stdio_gateway as gateway
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -37,7 +38,7 @@ async def test_crash_records_disconnect_reconnect_and_connect_again(home: Path) 
     set_upstreams(home, mock_upstream("mock", "--tools", "echo,crash", env={"SECRET_TOKEN": "s3cret-value"},
                                       **FAST_RESTART))
     enable_audit(home)
-    async with gateway(home) as wire:
+    async with gateway(home, upstreams="real") as wire:  # a child: its pid, its exit status
         await wire.initialize()
         await until(lambda: len(mcp(home, "mock")) >= 1)
         crashed = (await call(wire, 1, "mock_crash", {}))["result"]

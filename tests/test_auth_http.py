@@ -1,11 +1,11 @@
-"""Authentication end to end: a real `tfunnel serve --http` on a temp home with
-`auth/auth.config.json`, a local issuer serving discovery and a JWK Set, tokens minted with keys
-generated at test time."""
+"""Authentication end to end: the HTTP service in-process (`tfunnel.testing.gateway`) on a real
+loopback port, on a temp home with `auth/auth.config.json`, a local issuer serving discovery and a
+JWK Set, tokens minted with keys generated at test time. The command's own refusals to start (a
+broken auth config, a non-loopback bind without authentication) are in tests/e2e/test_auth_http.py."""
 
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator
@@ -20,9 +20,8 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from tests.authserver import AUDIENCE, IssuerState, Signer, SigningKey, ec_key, issuer_server, rsa_key
-from tests.httpgw import HttpGateway, http_gateway
 from tests.upstreams import set_upstreams
-from tests.wire import gateway_argv
+from tfunnel.testing.gateway import HttpGateway, http_gateway
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -266,41 +265,6 @@ async def test_sdk_client_with_a_bearer_token(home: Path, mode: str) -> None:
                 assert added.structured_content == {"result": 5}
 
 
-def _serve(home: Path, *args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run([*gateway_argv(home), "serve", *args], input=stdin, capture_output=True,
-                          timeout=60, check=False)
-
-
-def test_a_broken_auth_config_refuses_http_only(home: Path) -> None:
-    """An invalid auth config: `serve --http` refuses naming file and field, `check` reports it,
-    stdio `serve` still serves."""
-    path = home / "auth" / "auth.config.json"
-    path.parent.mkdir(parents=True)
-    path.write_text(json.dumps({"enabled": True, "issuer": "https://as.example", "audience": AUDIENCE,
-                                "algorithms": ["HS256"]}))
-    refused = _serve(home, "--http", "--port", "0")
-    assert refused.returncode == 1
-    stderr = refused.stderr.decode()
-    assert "auth/auth.config.json: field 'algorithms[0]': 'HS256' is refused" in stderr
-    assert "refusing to start" in stderr
-    check = subprocess.run([*gateway_argv(home), "check"], capture_output=True, timeout=60, check=False)
-    assert check.returncode == 1 and b"auth/auth.config.json: field 'algorithms[0]'" in check.stdout
-    path.write_text('{"enabled": true, "issuer": ')
-    assert b"auth/auth.config.json: invalid JSON" in _serve(home, "--http", "--port", "0").stderr
-    line = json.dumps(INIT).encode() + b"\n"
-    stdio = _serve(home, stdin=line)
-    assert stdio.returncode == 0, stdio.stderr.decode()
-    assert json.loads(stdio.stdout.splitlines()[0])["result"]["serverInfo"]["name"] == "tfunnel"
-
-
-def test_a_non_loopback_bind_needs_authentication(home: Path) -> None:
-    """`--host 0.0.0.0` without auth is refused before anything listens, naming the remedy."""
-    refused = _serve(home, "--http", "--host", "0.0.0.0", "--port", "0")
-    assert refused.returncode == 1
-    assert b"refusing to listen on '0.0.0.0' without authentication" in refused.stderr
-    assert b"auth/auth.config.json" in refused.stderr
-
-
 def _secret_parts(secret: str) -> list[str]:
     return [secret[i:i + 6] for i in range(len(secret) - 5)]
 
@@ -381,7 +345,7 @@ async def test_unexpected_key_set_content_never_crashes_the_gateway(home: Path) 
                 reply = await initialize(http, gw.url, Signer(issuer.url, keys=[key]).token())
                 assert reply.status_code == 503
                 assert (await http.get(f"{gw.url}/livez")).status_code == 200
-                assert gw.proc.returncode is None
+                assert gw.exit_code is None  # still serving
     assert "no acceptable jwks_uri" in gw.stderr.decode()
 
 
@@ -433,27 +397,6 @@ async def test_streams_end_when_the_token_expires(home: Path) -> None:
                         assert s.status_code == 200, path
                         async for _ in s.aiter_bytes():
                             pass  # ends when the gateway ends the stream
-
-
-def test_check_names_an_unknown_auth_field_and_a_malformed_url(home: Path) -> None:
-    """`requiredScope` (a typo) is a problem naming the nearest field: check reports it and
-    `serve --http` refuses. An unparsable issuer: check reports it, stdio still serves."""
-    path = home / "auth" / "auth.config.json"
-    path.parent.mkdir(parents=True)
-    path.write_text(json.dumps({"enabled": True, "issuer": "https://as.example", "audience": AUDIENCE,
-                                "requiredScope": ["mcp:tools"]}))
-    check = subprocess.run([*gateway_argv(home), "check"], capture_output=True, timeout=60, check=False)
-    assert check.returncode == 1
-    assert b"field 'requiredScope': is not a known field; did you mean 'requiredScopes'?" in check.stdout
-    refused = _serve(home, "--http", "--port", "0")
-    assert refused.returncode == 1 and b"requiredScope" in refused.stderr
-    path.write_text(json.dumps({"enabled": True, "issuer": "https://[as.example", "audience": AUDIENCE}))
-    check = subprocess.run([*gateway_argv(home), "check"], capture_output=True, timeout=60, check=False)
-    assert check.returncode == 1, check.stderr.decode()
-    assert b"field 'issuer': is not a valid URL" in check.stdout
-    stdio = _serve(home, stdin=json.dumps(INIT).encode() + b"\n")
-    assert stdio.returncode == 0, stdio.stderr.decode()
-    assert json.loads(stdio.stdout.splitlines()[0])["result"]["serverInfo"]["name"] == "tfunnel"
 
 
 async def test_a_streamed_call_ends_when_the_token_expires(home: Path) -> None:

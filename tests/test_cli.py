@@ -1,4 +1,5 @@
-"""The `tfunnel` command line, run as a real process."""
+"""The `tfunnel` command line, run in-process (`tfunnel.testing.cli`): what it prints, its exit
+status, what it writes."""
 
 from __future__ import annotations
 
@@ -8,14 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.wire import gateway_argv
+from tfunnel.testing.cli import run
 
 pytestmark = pytest.mark.timeout(60)
 
 
 def tfunnel(home: Path, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
-    return subprocess.run(gateway_argv(home, *args), input=stdin, capture_output=True, text=True,
-                          timeout=30)
+    return run(home, *args, stdin=stdin)
 
 
 def break_register(home: Path) -> None:
@@ -74,8 +74,7 @@ def test_start_line_names_the_home_and_seeding(tmp_path: Path) -> None:
 
 def test_global_options_work_after_the_subcommand(home: Path) -> None:
     """`--home` may come after the subcommand too."""
-    done = subprocess.run([*gateway_argv(home)[:3], "check", "--home", str(home)],
-                          capture_output=True, text=True, timeout=30)
+    done = run(None, "check", "--home", str(home))
     assert done.returncode == 0 and str(home) in done.stdout
 
 

@@ -1,7 +1,8 @@
 """The management operations from the command line (`tfunnel tool add|update|remove`, `expose`,
-`hook add`, `settings`, `completion`), run as real processes: the same operation and checks as the
-tf_* tools (so the same messages), `--json` for scripts, via "cli" in the audit log, and a change
-picked up by a running gateway without a restart."""
+`hook add`, `settings`, `completion`), run in-process (`tfunnel.testing.cli`): the same operation
+and checks as the tf_* tools (so the same messages), `--json` for scripts, via "cli" in the audit
+log, and a change picked up by a running gateway (in-process, `tfunnel.testing.gateway`) without a
+restart. `tfunnel tools` beside a gateway process: tests/e2e/test_cli_manage.py."""
 
 from __future__ import annotations
 
@@ -15,13 +16,14 @@ import pytest
 import trio
 
 from tests.test_cli import tfunnel
-from tests.wire import gateway, gateway_argv
 from tfunnel.errors import ToolFailure
 from tfunnel.manage import ops_hooks, ops_tools
 from tfunnel.manage.builtins import BUILTINS
 from tfunnel.manage.plans import Env
 from tfunnel.observe.audit import load_log_config
 from tfunnel.surface.validation import validate_args
+from tfunnel.testing.cli import run
+from tfunnel.testing.gateway import stdio_gateway
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -255,8 +257,7 @@ async def test_a_change_from_the_cli_reaches_a_connected_client(home: Path, tmp_
 
     async def cli(*args: str) -> None:
         with trio.fail_after(60):
-            done = await trio.run_process(gateway_argv(home, *args), capture_stdout=True, capture_stderr=True,
-                                          check=False)
+            done = await trio.to_thread.run_sync(lambda: run(home, *args))
         assert done.returncode == 0, done.stderr
 
     ids = itertools.count(1)
@@ -271,12 +272,13 @@ async def test_a_change_from_the_cli_reaches_a_connected_client(home: Path, tmp_
             while name not in await top_level():
                 await trio.sleep(0.1)
         # The announcement follows the change by its debounce window: it may come just after.
+        # (Read past the stash: `recv` hands out stashed messages first, without waiting.)
+        seen, wire.stash[:] = list(wire.stash), []
         with trio.fail_after(10):
-            while not any(m.get("method") == "notifications/tools/list_changed" for m in wire.stash):
-                wire.stash.append(await wire.recv())
-        wire.stash.clear()
+            while not any(m.get("method") == "notifications/tools/list_changed" for m in seen):
+                seen.append(await wire.recv())
 
-    async with gateway(home) as wire:
+    async with stdio_gateway(home) as wire:
         await wire.initialize()
         assert "shout" not in await top_level()
         wire.stash.clear()
@@ -292,27 +294,6 @@ async def test_a_change_from_the_cli_reaches_a_connected_client(home: Path, tmp_
     assert [(r["file"], r["via"]) for r in config if r.get("via") == "cli"] == [
         ("tools/scripts/shout.py", "cli"), ("tools/tools.register.json", "cli"),
         ("tools/tools.state.json", "cli"), ("mcp/expose.json", "cli")]
-
-
-async def test_tfunnel_tools_lists_upstream_tools_live_or_cached(home: Path) -> None:
-    """`tfunnel tools` shows the upstream tools a gateway of this home listed, without starting
-    any upstream: live while that gateway runs, then as cached (saying when)."""
-    async def tools() -> str:
-        with trio.fail_after(60):
-            done = await trio.run_process(gateway_argv(home, "tools"), capture_stdout=True,
-                                          capture_stderr=True)
-        return str(done.stdout.decode())
-
-    first = await tools()
-    assert "none listed yet" in first, first
-    async with gateway(home) as wire:
-        await wire.initialize()
-        shown = await tools()
-        assert "live, from the gateway running as pid" in shown and "demo_ping" in shown
-        await wire.close_stdin()
-        assert await wire.wait_exit() == 0
-    shown = await tools()
-    assert "as listed at" in shown and "no gateway runs now" in shown and "demo_ping" in shown
 
 
 LISTINGS = [(("tools",), {"tools", "upstream"}), (("hook", "list"), {"hooks"}), (("mcp", "list"), {"mcps"}),

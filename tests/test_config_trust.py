@@ -1,25 +1,23 @@
-"""A config reload never loosens the gate, and unknown fields are reported: real gateways (stdio
-and HTTP), `tfunnel check`, start refusal and the CLI writers."""
+"""A config reload never loosens the gate, and unknown fields are reported: a stdio gateway
+in-process (`tfunnel.testing.gateway`), `tfunnel check`, start refusal and the CLI writers
+(in-process, `tfunnel.testing.cli`). The same breaks over a real HTTP gateway process and a real
+`tfunnel serve` that starts without overlays are in tests/e2e/test_config_trust.py."""
 
 from __future__ import annotations
 
 import json
 import signal
 import subprocess
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import httpx2
 import pytest
 import trio
-from mcp import Client
 
 from tests.hooks import EXIT2_DENY
-from tests.httpgw import http_gateway
-from tests.test_sdk_stdio import text
 from tests.test_stdio_wire import run_tool
-from tests.wire import Wire, gateway, gateway_argv
+from tfunnel.testing.cli import run
+from tfunnel.testing.gateway import StdioGateway, stdio_gateway
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -86,7 +84,7 @@ async def wait_count(stderr: bytearray, needle: str, count: int, timeout: float 
 
 
 class StdioCalls:
-    def __init__(self, wire: Wire) -> None:
+    def __init__(self, wire: StdioGateway) -> None:
         self.wire, self.next_id = wire, 0
 
     async def run(self, name: str) -> dict[str, Any]:
@@ -110,7 +108,7 @@ async def test_a_broken_live_file_never_loosens_the_gate_over_stdio(home: Path, 
     good = guarded_home(home)
     danger_log = tmp_path / "danger.log"
     label = LABELS[rel]
-    async with gateway(home, {"TOOLFUNNEL_DANGER_LOG": str(danger_log)}) as wire:
+    async with stdio_gateway(home, {"TOOLFUNNEL_DANGER_LOG": str(danger_log)}) as wire:
         calls = StdioCalls(wire)
         await wire.initialize()
         await calls.gate_holds()
@@ -128,63 +126,16 @@ async def test_a_broken_live_file_never_loosens_the_gate_over_stdio(home: Path, 
     assert not danger_log.exists()
 
 
-async def health(http: httpx2.AsyncClient, url: str,
-                 ready: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
-    """Poll `/health` until `ready(document)`; return that document."""
-    with trio.fail_after(10):
-        while True:
-            document: dict[str, Any] = (await http.get(f"{url}/health")).json()
-            if ready(document):
-                return document
-            await trio.sleep(0.02)
-
-
-async def http_gate_holds(client: Client) -> None:
-    denied = await client.call_tool("toolfunnel_run_tool", {"name": "danger", "args": {"x": 1}})
-    disabled = await client.call_tool("toolfunnel_run_tool", {"name": "hash", "args": {"text": "a"}})
-    assert denied.is_error and text(denied) == "exit-2 says no"
-    assert disabled.is_error and "is disabled" in text(disabled)
-
-
-@pytest.mark.parametrize("rel", [STATE, HOOK_STATE, MANIFEST])
-async def test_a_broken_live_file_never_loosens_the_gate_over_http(home: Path, tmp_path: Path,
-                                                                    rel: str) -> None:
-    """The same breaks over HTTP: the gate holds and /health is degraded with one config error naming
-    the file (line and column for a cut-off document) until the file is valid again. Unknown fields
-    are listed in config.warnings and never degrade."""
-    good = guarded_home(home)
-    danger_log = tmp_path / "danger.log"
-    env = {"TOOLFUNNEL_DANGER_LOG": str(danger_log)}
-    async with http_gateway(home, env) as gw, httpx2.AsyncClient(timeout=10) as http, \
-            Client(f"{gw.url}/mcp", mode="legacy", cache=None) as client:
-        ok = await health(http, gw.url, lambda d: d["status"] != "starting")
-        assert ok["status"] == "ok" and ok["config"] == {"errors": [], "warnings": [TYPO_WARNING]}
-        await http_gate_holds(client)
-        for how in BREAKS:
-            break_file(home, rel, how, good[rel])
-            doc = await health(http, gw.url, lambda d: d["status"] == "degraded")
-            [error] = doc["config"]["errors"]
-            assert error.startswith(f"{rel}: ") and "the last good version stays in force" in error, error
-            expected = {"truncate": "is empty", "remove": "is missing", "half": "invalid JSON at line",
-                        "bad-entry": "must be"}[how]
-            assert expected in error and (how != "half" or " column " in error), error
-            await http_gate_holds(client)
-            write(home, rel, good[rel])
-            await health(http, gw.url, lambda d: d["status"] == "ok")
-        await http_gate_holds(client)
-    assert not danger_log.exists()
-
-
 async def test_sighup_relogs_no_warning_and_breaks_nothing(home: Path) -> None:
     """SIGHUP re-reads every file by the same rule: files that never existed stay fine (no error),
     and a warning already logged is not logged again (also when its file changes otherwise)."""
     write(home, "mcp/expose.json", {"version": 1, "upstreams": [], "expose": []})
     write(home, STATE, {"hash": {"hto": True}})
-    async with gateway(home) as wire:
+    async with stdio_gateway(home) as wire:
         await wire.initialize()
         await wire.request(1, "tools/list")
         for n in (1, 2):
-            wire.proc.send_signal(signal.SIGHUP)
+            wire.signal(signal.SIGHUP)
             await wait_count(wire.stderr, "SIGHUP: reloading the config", n)
             await wire.request(1 + n, "ping")  # answered after the (synchronous) reloads ran
         write(home, STATE, {"hash": {"hto": True}, "echo": {"hiden": True}})
@@ -198,8 +149,7 @@ async def test_sighup_relogs_no_warning_and_breaks_nothing(home: Path) -> None:
 
 
 def tfunnel(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(gateway_argv(home, *args), stdin=subprocess.DEVNULL, capture_output=True,
-                          text=True, timeout=30)
+    return run(home, *args)
 
 
 @pytest.mark.parametrize(("rel", "content"), [
@@ -212,15 +162,6 @@ def test_start_refuses_a_malformed_overlay(home: Path, rel: str, content: str) -
     done = tfunnel(home, "serve")
     assert done.returncode == 1 and done.stdout == ""
     assert f"tfunnel: {rel}: " in done.stderr and "refusing to start" in done.stderr
-
-
-def test_start_without_overlays_serves(home: Path) -> None:
-    """Missing overlays are empty: the gateway starts (and exits 0 when stdin closes)."""
-    write(home, "mcp/expose.json", {"version": 1, "upstreams": [], "expose": []})
-    assert not (home / STATE).exists() and not (home / HOOK_STATE).exists()
-    done = tfunnel(home, "serve")
-    assert done.returncode == 0, done.stderr
-    assert '"event": "ready"' in done.stderr
 
 
 def test_check_warns_about_an_unknown_field_and_fails(home: Path) -> None:

@@ -13,7 +13,6 @@ from tfunnel.protocol.framed import (
     Malformed,
     StreamReader,
     detect,
-    frame,
     parse_length,
 )
 from tfunnel.protocol.framing import Oversize
@@ -102,12 +101,6 @@ def test_two_content_lengths_that_disagree_are_refused() -> None:
     data = b"Content-Length: 2\r\nContent-Length: 13\r\n\r\n{\"a\":1234567}" + framed(PING)
     found, _ = read_all(data)
     assert found[0] == "malformed" and found[-1] == PING and b'{"a":1234567}' not in found
-
-
-def test_frame_writes_the_framing_it_was_asked_for() -> None:
-    line = PING + b"\n"
-    assert frame(line, Framing.NDJSON) == line
-    assert frame(line, Framing.CONTENT_LENGTH) == b"Content-Length: %d\r\n\r\n" % len(PING) + PING
 
 
 TWO = framed(PING) + framed(b'{"id":2}', b"Content-Type: application/vscode-jsonrpc; charset=utf-8")

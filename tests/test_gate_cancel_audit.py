@@ -1,4 +1,7 @@
-"""Cancellation reaching the gate, and the audit log of a running gateway."""
+"""Cancellation reaching the gate, and the audit log of a running gateway (in-process,
+`tfunnel.testing`; hooks and tools are real processes). A `tfunnel log on` process reaching a
+running gateway process, which then exits 0 at the end of its stdin, is in
+tests/e2e/test_gate_cancel_audit.py."""
 
 from __future__ import annotations
 
@@ -7,12 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import trio
 
 from tests.hooks import EXIT2_DENY, set_hooks
-from tests.test_sdk_stdio import sdk_client
 from tests.test_stdio_wire import run_tool
-from tests.wire import gateway, gateway_argv, wait_for_file, wait_gone
+from tests.wire import wait_for_file, wait_gone
+from tfunnel.testing.gateway import stdio_gateway
+from tfunnel.testing.sdk import sdk_client
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -21,7 +24,7 @@ async def test_cancelling_a_call_blocked_in_a_hook_kills_the_hook(home: Path, tm
     """notifications/cancelled while PreToolUse runs kills the hook's group; no response, no tool run."""
     pidfile, danger_log = tmp_path / "hook.pids", tmp_path / "danger.log"
     set_hooks(home, {"command": f"sleep 300 & echo $$ $! > {pidfile}; wait", "timeout": 120})
-    async with gateway(home, {"TOOLFUNNEL_DANGER_LOG": str(danger_log)}) as wire:
+    async with stdio_gateway(home, {"TOOLFUNNEL_DANGER_LOG": str(danger_log)}) as wire:
         await wire.initialize()
         await wire.send(run_tool(9, "danger", {}))
         pids = [int(p) for p in (await wait_for_file(pidfile)).split()]
@@ -90,22 +93,3 @@ async def test_audit_off_writes_nothing(home: Path) -> None:
     async with sdk_client(home) as client:
         await client.call_tool("toolfunnel_run_tool", {"name": "hash", "args": {"text": "a"}})
     assert not (home / "logs").exists()
-
-
-async def test_turning_the_log_on_while_serving_takes_effect(home: Path) -> None:
-    """`tfunnel log on` against a running gateway: the reload is recorded, then later calls are."""
-    async with gateway(home) as wire:
-        await wire.initialize()
-        with trio.fail_after(30):
-            done = await trio.run_process(gateway_argv(home, "log", "on"), capture_stdout=True,
-                                          capture_stderr=True)
-        assert done.returncode == 0
-        with trio.fail_after(10):
-            while not any(r.get("via") == "file" for r in audit_records(home)):
-                await trio.sleep(0.05)
-        await wire.request(1, "tools/call", run_tool(1, "uuid", {})["params"])  # type: ignore[arg-type]
-        await wire.close_stdin()
-        assert await wire.wait_exit() == 0
-    records = audit_records(home)
-    assert [(r["type"], r.get("via")) for r in records[:2]] == [("config", "cli"), ("config", "file")]
-    assert [r["type"] for r in records[2:]] == ["gate", "tool", "client"]

@@ -1,22 +1,24 @@
-"""The hook engine behind the gate, driven through the real stdio gateway with the SDK client."""
+"""The hook engine behind the gate, driven through a stdio gateway in-process (`tfunnel.testing`):
+raw messages and the official SDK client. An ask answered through elicitation by the SDK over a
+real gateway process's stdio, and a `tfunnel call` process's stderr, are in
+tests/e2e/test_gate_hooks.py."""
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
-from mcp import Client, StdioServerParameters
+from mcp import Client
 from mcp.types import ElicitResult
 
 from tests.hooks import EXIT2_DENY, JSON_DENY, decision, set_hooks
-from tests.test_sdk_stdio import sdk_client, text
 from tests.upstreams import mock_upstream, set_upstreams
-from tests.wire import Wire, gateway, gateway_argv, wait_gone
+from tests.wire import wait_gone
+from tfunnel.testing.gateway import StdioGateway, stdio_gateway
+from tfunnel.testing.sdk import sdk_client, text
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -57,7 +59,8 @@ async def test_deny_on_every_path_means_the_tool_never_ran(
     assert not danger_log.exists()
 
 
-async def call_tool(wire: Wire, request_id: int, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+async def call_tool(wire: StdioGateway, request_id: int, name: str, arguments: dict[str, Any],
+                    ) -> dict[str, Any]:
     """A raw `tools/call` over the wire; its `result`."""
     reply = await wire.request(request_id, "tools/call", {"name": name, "arguments": arguments})
     result = reply["result"]
@@ -84,7 +87,7 @@ async def test_reference_instructions_are_a_gated_hand_over(
     if command is not None:
         set_hooks(home, {"matcher": "deploy-notes", "command": command})
     with trio.fail_after(60):
-        async with gateway(home) as wire:
+        async with stdio_gateway(home) as wire:
             await wire.initialize()
             for request_id, (tool, arguments) in enumerate(HAND_OVERS):
                 result = await call_tool(wire, request_id, tool, arguments)
@@ -100,7 +103,7 @@ async def test_instructions_of_other_tools_are_not_gated(home: Path) -> None:
     set_upstreams(home, mock_upstream("mock", "--tools", "add"))
     set_hooks(home, {"command": EXIT2_DENY})
     with trio.fail_after(60):
-        async with gateway(home) as wire:
+        async with stdio_gateway(home) as wire:
             await wire.initialize()
             local = await call_tool(wire, 1, "toolfunnel_tool_instructions", {"name": "hash"})
             assert "isError" not in local and local["content"][0]["text"].startswith("Hashes the UTF-8 bytes")
@@ -137,15 +140,6 @@ async def test_unreadable_is_deny_and_silence_is_not(
         result = await client.call_tool("toolfunnel_run_tool", {"name": "danger", "args": {}})
         assert result.is_error is (not runs)
     assert danger_log.exists() is runs
-
-
-def test_a_hook_that_never_answered_is_logged(home: Path) -> None:
-    """A crashing hook is reported on stderr (the call proceeds)."""
-    set_hooks(home, {"command": "echo kaput >&2; exit 7"})
-    done = subprocess.run(gateway_argv(home, "call", "hash", '{"text": "a"}'), capture_output=True,
-                          text=True, timeout=30)
-    assert done.returncode == 0
-    assert "hook did not answer" in done.stderr and "exited with status 7" in done.stderr
 
 
 async def test_timed_out_hook_leaves_no_process_behind(home: Path, tmp_path: Path) -> None:
@@ -192,30 +186,6 @@ def elicitation(action: str, seen: list[str]) -> Any:
         content: dict[str, Any] | None = {} if action == "accept" else None
         return ElicitResult(action=action, content=content)  # type: ignore[arg-type]
     return callback
-
-
-@pytest.mark.parametrize(("action", "runs"), [("accept", True), ("decline", False), ("cancel", False)])
-async def test_ask_goes_to_the_user_through_elicitation(
-    home: Path, tmp_path: Path, action: str, runs: bool
-) -> None:
-    """An `ask` decision becomes elicitation/create; only an accept runs the tool. The audit
-    log's gate record is the user's answer, marked as asked (the admin UI's "asks" filter)."""
-    set_hooks(home, {"command": decision("ask", "Danger ahead")})
-    (home / "logs").mkdir(exist_ok=True)
-    (home / "logs" / "log.config.json").write_text(json.dumps({"enabled": True}))
-    danger_log = tmp_path / "danger.log"
-    seen: list[str] = []
-    params = StdioServerParameters(command=sys.executable, args=gateway_argv(home, "serve")[1:],
-                                   env={"TOOLFUNNEL_DANGER_LOG": str(danger_log)})
-    async with Client(params, mode="legacy", cache=None,
-                      elicitation_callback=elicitation(action, seen)) as client:
-        result = await client.call_tool("toolfunnel_run_tool", {"name": "danger", "args": {}})
-        assert result.is_error is (not runs)
-    assert len(seen) == 1 and seen[0].startswith("Danger ahead")
-    assert danger_log.exists() is runs
-    records = [json.loads(line) for line in (home / "logs" / "toolfunnel.log.jsonl").read_text().splitlines()]
-    [gate] = [r for r in records if r["type"] == "gate" and r["tool"] == "danger"]
-    assert gate["asked"] is True and gate["decision"] == ("allow" if runs else "deny")
 
 
 @pytest.mark.parametrize(("fallback", "runs"), [(None, False), ("deny", False), ("allow", True)])

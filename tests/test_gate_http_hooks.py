@@ -1,5 +1,7 @@
 """`type: "http"` hooks: the answer rules (pure, table-driven), the header rules, and the real
-thing: a `tfunnel serve` gateway POSTing to a loopback hook server started by the test."""
+thing: a gateway (in-process, `tfunnel.testing`) POSTing to a loopback hook server started by the
+test. What a real `tfunnel call` process writes (no secret on its stderr) is in
+tests/e2e/test_gate_http_hooks.py."""
 
 from __future__ import annotations
 
@@ -17,12 +19,12 @@ import pytest
 import trio
 
 from tests.hooks import HookServer, answering, http_hook, pre_output, set_hooks
-from tests.test_sdk_stdio import sdk_client, text
-from tests.wire import gateway_argv
 from tfunnel.gate.decision import HookVerdict, interpret
 from tfunnel.gate.http_hook import HttpHooks, answer_run, expand_headers
 from tfunnel.gate.manifest import HookSpec, describe, load_manifest
 from tfunnel.gate.runner import HOOK_OUTPUT_CAP
+from tfunnel.testing.cli import run as tfunnel
+from tfunnel.testing.sdk import sdk_client, text
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -165,7 +167,7 @@ def test_an_unlisted_variable_is_a_warning(home: Path) -> None:
     """`tfunnel check` warns (and so fails, as for every warning) about a header using a variable
     that allowedEnvVars does not list; the hook still loads."""
     set_hooks(home, http_hook("https://hooks.example/pre", headers={"X-Team": "$TEAM"}))
-    done = subprocess.run(gateway_argv(home, "check"), capture_output=True, text=True, timeout=30)
+    done = tfunnel(home, "check")
     assert done.returncode == 1 and "0 problem(s) and 1 warning(s)" in done.stdout
     assert "warning: hooks/hooks.manifest.json: hooks[0] (id 'h0'): field 'headers.X-Team': uses $TEAM, " \
            "which allowedEnvVars does not list" in done.stdout
@@ -175,7 +177,7 @@ def test_an_unlisted_variable_is_a_warning(home: Path) -> None:
 def test_check_refuses_a_plain_http_remote_url(home: Path) -> None:
     """`tfunnel check` fails on an http hook to a remote host over plain http, naming the field."""
     set_hooks(home, http_hook("http://hooks.example/pre"))
-    done = subprocess.run(gateway_argv(home, "check"), capture_output=True, text=True, timeout=30)
+    done = tfunnel(home, "check")
     assert done.returncode != 0
     assert "field 'url'" in done.stdout + done.stderr and "must use https" in done.stdout + done.stderr
 
@@ -473,35 +475,6 @@ async def test_session_start_context_from_an_http_hook(home: Path) -> None:
             assert client.instructions is not None and client.instructions.endswith("\n\nBe kind.")
 
 
-def test_header_secrets_never_reach_the_logs_or_the_audit_log(home: Path) -> None:
-    """The server gets the allowed variable's value (an unlisted one empty); stderr and the audit
-    log name the hook and the URL without its query, never a header value or the query."""
-    (home / "logs").mkdir(exist_ok=True)
-    (home / "logs" / "log.config.json").write_text(json.dumps({"enabled": True}))
-
-    def answer(path: str, payload: Any) -> tuple[int, bytes, float]:
-        if payload["tool_input"].get("text") == "deny me":
-            return 200, json.dumps(pre_output("deny", "no")).encode(), 0.0
-        return 500, b"", 0.0
-
-    with HookServer(answer) as server:
-        set_hooks(home, http_hook(server.url + "?key=QUERYSECRET", id="policy/http",
-                                  headers={"Authorization": "Bearer ${HOOK_TOKEN}", "X-Home": "$HOME"},
-                                  allowedEnvVars=["HOOK_TOKEN"]))
-        env = {"HOOK_TOKEN": "s3cr3t-token", "PATH": "/usr/bin:/bin", "HOME": "/home/someone"}
-        outputs = [subprocess.run(gateway_argv(home, "call", "hash", json.dumps({"text": t})), env=env,
-                                  capture_output=True, text=True, timeout=30) for t in ("fine", "deny me")]
-    assert [o.returncode for o in outputs] == [0, 1], outputs[1].stderr
-    headers = server.requests[0][1]
-    assert headers["Authorization"] == "Bearer s3cr3t-token" and headers["X-Home"] == ""
-    logs = outputs[0].stderr + outputs[1].stderr + outputs[0].stdout + outputs[1].stdout
-    assert f"{server.url} answered HTTP 500" in logs and "policy/http" in logs
-    audit = (home / "logs" / "toolfunnel.log.jsonl").read_text()
-    assert '"hook": "policy/http"' in audit or '"hook":"policy/http"' in audit
-    for secret in ("s3cr3t-token", "QUERYSECRET"):
-        assert secret not in logs and secret not in audit
-
-
 # --- management ------------------------------------------------------------------------------------
 
 def test_hook_add_writes_an_http_hook(home: Path) -> None:
@@ -509,12 +482,11 @@ def test_hook_add_writes_an_http_hook(home: Path) -> None:
     prints or audits); `tfunnel check` accepts it; a bad URL or a mix with a command is refused."""
     (home / "logs").mkdir(exist_ok=True)
     (home / "logs" / "log.config.json").write_text(json.dumps({"enabled": True}))
-    added = subprocess.run(gateway_argv(home, "hook", "add", "remote", "--event", "PreToolUse",
-                                        "--url", "https://hooks.example/pre?k=QUERYSECRET",
-                                        "--header", "Authorization=Bearer ${T}",
-                                        "--header", "X-Lit=LITERALSECRET",
-                                        "--allow-env", "T", "--fail-closed", "--timeout", "5", "--json"),
-                           capture_output=True, text=True, timeout=30)
+    added = tfunnel(home, "hook", "add", "remote", "--event", "PreToolUse",
+                    "--url", "https://hooks.example/pre?k=QUERYSECRET",
+                    "--header", "Authorization=Bearer ${T}",
+                    "--header", "X-Lit=LITERALSECRET",
+                    "--allow-env", "T", "--fail-closed", "--timeout", "5", "--json")
     assert added.returncode == 0, added.stderr
     shown = json.loads(added.stdout)
     assert shown["hook"] == {"id": "remote", "type": "http", "enabled": True, "event": "PreToolUse",
@@ -525,23 +497,20 @@ def test_hook_add_writes_an_http_hook(home: Path) -> None:
     assert row["url"] == "https://hooks.example/pre?k=QUERYSECRET" and "command" not in row
     audit = (home / "logs" / "toolfunnel.log.jsonl").read_text()
     assert "remote" in audit and "LITERALSECRET" not in audit and "QUERYSECRET" not in audit
-    assert subprocess.run(gateway_argv(home, "check"), capture_output=True, timeout=30).returncode == 0
-    listed = subprocess.run(gateway_argv(home, "hook", "list", "--json"), capture_output=True, text=True,
-                            timeout=30)
+    assert tfunnel(home, "check").returncode == 0
+    listed = tfunnel(home, "hook", "list", "--json")
     row_listed = next(r for r in json.loads(listed.stdout)["hooks"] if r["id"] == "remote")
     assert row_listed == {"id": "remote", "event": "PreToolUse", "type": "http", "enabled": True,
                           "url": "https://hooks.example/pre"}
-    plain = subprocess.run(gateway_argv(home, "hook", "list"), capture_output=True, text=True, timeout=30)
+    plain = tfunnel(home, "hook", "list")
     assert "LITERALSECRET" not in plain.stdout and "QUERYSECRET" not in plain.stdout
     spec = load_manifest(home).hooks[-1]
     assert (spec.kind, spec.allowed_env_vars, spec.fail_closed) == ("http", ("T",), True)
     for extra, message in ((["--url", "http://hooks.example/pre"], "must use https"),
                            (["--url", "https://h.example", "--header", "novalue"], "NAME=VALUE"),
                            (["--command", "true", "--header", "A=b"], "give --url too")):
-        done = subprocess.run(gateway_argv(home, "hook", "add", "other", "--event", "PreToolUse", *extra),
-                              capture_output=True, text=True, timeout=30)
+        done = tfunnel(home, "hook", "add", "other", "--event", "PreToolUse", *extra)
         assert done.returncode == 1 and message in done.stderr, done.stderr
-    both = subprocess.run(gateway_argv(home, "hook", "add", "other", "--event", "PreToolUse", "--url",
-                                       "https://h.example", "--command", "true"),
-                          capture_output=True, text=True, timeout=30)
+    both = tfunnel(home, "hook", "add", "other", "--event", "PreToolUse", "--url", "https://h.example",
+                   "--command", "true")
     assert both.returncode == 2  # argparse: one of --command, --script-file, --url

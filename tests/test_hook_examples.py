@@ -1,5 +1,7 @@
 """The example hooks shipped in conf/hooks, enabled with `tfunnel hook enable` on a seeded home and
-driven through the real stdio gateway with the official SDK client."""
+driven through a stdio gateway in-process (`tfunnel.testing`) with the official SDK client (the
+hooks and the example hook server are real processes). protect-paths' ask answered through
+elicitation by the SDK over a real gateway process's stdio is in tests/e2e/test_hook_examples.py."""
 
 from __future__ import annotations
 
@@ -11,18 +13,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp import Client, StdioServerParameters
-from mcp.types import ElicitResult
 
-from tests.test_sdk_stdio import sdk_client, text
-from tests.wire import gateway_argv
+from tfunnel.testing.cli import run
+from tfunnel.testing.sdk import sdk_client, text
 
 pytestmark = pytest.mark.timeout(90)
 
 
 def enable(home: Path, hook_id: str) -> None:
-    done = subprocess.run(gateway_argv(home, "hook", "enable", hook_id), capture_output=True, text=True,
-                          timeout=30)
+    done = run(home, "hook", "enable", hook_id)
     assert done.returncode == 0, done.stderr
 
 
@@ -81,33 +80,6 @@ async def test_audit_hook_appends_one_line_per_call_without_arguments(home: Path
     assert [r["tool"] for r in records] == ["echo", "hash"]
     assert all(set(r) == {"ts", "tool", "session", "isError"} and r["isError"] is False for r in records)
     assert "hunter2" not in audit.read_text() and "abc" not in audit.read_text()
-
-
-def elicitation(seen: list[str]) -> Any:
-    async def accept(context: Any, params: Any) -> ElicitResult:
-        seen.append(params.message)
-        return ElicitResult(action="accept", content={})
-    return accept
-
-
-@pytest.mark.parametrize(("args", "asked"), [
-    ({"path": "/etc/passwd"}, True),
-    ({"path": "/tmp/notes.txt"}, False),
-], ids=["touches-etc", "elsewhere"])
-async def test_protect_paths_asks_through_elicitation(
-    home: Path, args: dict[str, Any], asked: bool
-) -> None:
-    """protect-paths (a Claude Code bash hook, unchanged) asks only for /etc; an accept runs the call."""
-    enable(home, "pre-tool-use/protect-paths")
-    seen: list[str] = []
-    params = StdioServerParameters(command=sys.executable, args=gateway_argv(home, "serve")[1:])
-    async with Client(params, mode="legacy", cache=None, elicitation_callback=elicitation(seen)) as client:
-        result = await client.call_tool("toolfunnel_run_tool", {"name": "echo", "args": args})
-        assert not result.is_error, text(result)
-        assert result.structured_content == {"ok": True, "args": args, "argv": []}
-    assert len(seen) == int(asked)
-    if asked:
-        assert seen[0].startswith("This call touches a system path (/etc, /usr or /boot).")
 
 
 async def test_protect_paths_without_elicitation_falls_back_to_deny(home: Path) -> None:

@@ -1,5 +1,8 @@
 """The hook manifest: loading and validation, matchers, `tfunnel check`/`serve` refusal, the
-`tfunnel hook` command, and live reload of hooks in a running gateway."""
+`tfunnel hook` command (in-process, `tfunnel.testing.cli`), and live reload of hooks in a running
+gateway (in-process, `tfunnel.testing.gateway`). The real `tfunnel serve` command refusing to start,
+and a `tfunnel hook disable` process reaching a running gateway process, are in
+tests/e2e/test_hook_manifest.py."""
 
 from __future__ import annotations
 
@@ -12,9 +15,11 @@ import pytest
 import trio
 
 from tests.hooks import EXIT2_DENY, set_hooks
-from tests.wire import Wire, gateway, gateway_argv
+from tests.wire import Wire
 from tfunnel.errors import ConfigError
 from tfunnel.gate.manifest import HookManifest, load_hook_state, load_manifest
+from tfunnel.testing.cli import run
+from tfunnel.testing.gateway import StdioGateway, stdio_gateway
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -44,7 +49,7 @@ def load_rows(home: Path, *rows: dict[str, Any], **top: Any) -> HookManifest:
 
 
 def cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(gateway_argv(home, *args), capture_output=True, text=True, timeout=30)
+    return run(home, *args)
 
 
 def manifest_rows(home: Path) -> list[dict[str, Any]]:
@@ -251,20 +256,6 @@ def test_check_names_the_bad_hook_and_exits_1(home: Path, bad: dict[str, Any], f
     assert line.startswith(f"{MANIFEST}: hooks[1]") and field in line, line
 
 
-@pytest.mark.parametrize(("bad", "field"), [c[1:] for c in BAD_ROWS], ids=[c[0] for c in BAD_ROWS])
-def test_serve_refuses_to_start_with_a_bad_hook(home: Path, bad: dict[str, Any], field: str) -> None:
-    """`tfunnel serve` exits 1 before serving, naming the bad hook on stderr; stdout stays empty."""
-    rows = manifest_rows(home)
-    write_manifest(home, {"version": 1, "hooks": [rows[0], bad]})
-    done = subprocess.run([*gateway_argv(home), "serve"], stdin=subprocess.DEVNULL, capture_output=True,
-                          text=True, timeout=30)
-    assert done.returncode == 1, done
-    assert done.stdout == ""
-    line = next(ln for ln in done.stderr.splitlines() if MANIFEST in ln)
-    assert line.startswith(f"tfunnel: {MANIFEST}: hooks[1]") and field in line, line
-    assert "refusing to start" in done.stderr
-
-
 # --- tfunnel hook list|enable|disable|remove ------------------------------------------------------
 
 
@@ -342,14 +333,15 @@ def test_hook_enable_without_an_id_is_a_usage_error(home: Path) -> None:
 # --- live reload in a running gateway -------------------------------------------------------------
 
 
-async def run_tool(wire: Wire, request_id: int, name: str, args: dict[str, Any]) -> dict[str, Any]:
+async def run_tool(wire: Wire | StdioGateway, request_id: int, name: str, args: dict[str, Any],
+                   ) -> dict[str, Any]:
     reply = await wire.request(request_id, "tools/call",
                                {"name": "toolfunnel_run_tool", "arguments": {"name": name, "args": args}})
     result: dict[str, Any] = reply["result"]
     return result
 
 
-async def wait_for_log(wire: Wire, text: str, since: int, timeout: float = 10.0) -> str:
+async def wait_for_log(wire: Wire | StdioGateway, text: str, since: int, timeout: float = 10.0) -> str:
     """Wait for `text` in the gateway's stderr written after byte offset `since`; return that part."""
     with trio.fail_after(timeout):
         while text not in (new := wire.stderr[since:].decode(errors="replace")):
@@ -359,7 +351,7 @@ async def wait_for_log(wire: Wire, text: str, since: int, timeout: float = 10.0)
 
 async def test_enabling_a_hook_in_the_manifest_applies_without_restart(home: Path) -> None:
     """Setting `enabled: true` on deny-dangerous while serving denies the very next dangerous call."""
-    async with gateway(home) as wire:
+    async with stdio_gateway(home) as wire:
         await wire.initialize()
         assert not (await run_tool(wire, 1, "echo", {"cmd": "rm -rf /"})).get("isError")
         doc = json.loads((home / MANIFEST).read_text())
@@ -375,7 +367,7 @@ async def test_enabling_a_hook_in_the_manifest_applies_without_restart(home: Pat
 async def test_broken_manifest_edit_is_refused_and_old_hooks_keep_working(home: Path) -> None:
     """A reload with a bad matcher is refused with the reason logged; the enabled deny still denies."""
     set_hooks(home, {"id": "no-hash", "matcher": "hash", "command": EXIT2_DENY})
-    async with gateway(home) as wire:
+    async with stdio_gateway(home) as wire:
         await wire.initialize()
         assert (await run_tool(wire, 1, "hash", {"text": "a"})).get("isError") is True
         mark = len(wire.stderr)
@@ -388,18 +380,3 @@ async def test_broken_manifest_edit_is_refused_and_old_hooks_keep_working(home: 
         still = await run_tool(wire, 2, "hash", {"text": "a"})
         assert still.get("isError") is True and still["content"][0]["text"] == "exit-2 says no"
         assert not (await run_tool(wire, 3, "uuid", {})).get("isError")
-
-
-async def test_hook_disable_from_the_cli_applies_to_a_running_gateway(home: Path) -> None:
-    """`tfunnel hook disable` while the gateway serves lets the next call run, without restart."""
-    set_hooks(home, {"id": "no-hash", "matcher": "hash", "command": EXIT2_DENY})
-    async with gateway(home) as wire:
-        await wire.initialize()
-        assert (await run_tool(wire, 1, "hash", {"text": "a"})).get("isError") is True
-        mark = len(wire.stderr)
-        done = await trio.run_process(gateway_argv(home, "hook", "disable", "no-hash"),
-                                      capture_stdout=True, capture_stderr=True, check=False)
-        assert done.returncode == 0, done.stderr
-        await wait_for_log(wire, "hooks reloaded", mark)
-        ran = await run_tool(wire, 2, "hash", {"text": "a"})
-        assert not ran.get("isError") and ran["structuredContent"]["algo"] == "sha256"

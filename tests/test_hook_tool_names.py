@@ -12,11 +12,11 @@ import trio
 from mcp import Client
 
 from tests.hooks import set_hooks
-from tests.httpgw import http_gateway
 from tests.test_gate_hooks import REFERENCE, add_reference_tool
-from tests.test_sdk_stdio import sdk_client, text
 from tests.upstreams import mock_upstream, set_upstreams
 from tfunnel.gate.gated import ToolCall
+from tfunnel.testing.gateway import http_gateway
+from tfunnel.testing.sdk import sdk_client, text
 
 pytestmark = pytest.mark.timeout(90)
 

@@ -13,8 +13,8 @@ import httpx2
 import pytest
 import trio
 
-from tests.httpgw import http_gateway
 from tests.test_http import ACCEPT, INIT, open_session
+from tfunnel.testing.gateway import http_gateway
 
 pytestmark = pytest.mark.timeout(90)
 LIST_CHANGED = "notifications/tools/list_changed"

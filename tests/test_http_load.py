@@ -1,16 +1,17 @@
-"""The HTTP service under faults and load: slow clients, a saturated /mcp, the session cap, made-up
-tool names, the drain. Every load here is bounded in count and time, on loopback only."""
+"""The HTTP service under faults and load, in-process (`tfunnel.testing.gateway`) on a real
+loopback port: slow clients, a saturated /mcp, the session cap, made-up tool names, the drain.
+Every load here is bounded in count and time, on loopback only. What is measured on the process
+(its sockets, its open-files limit) is in tests/e2e/test_http_load.py."""
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager, suppress
+from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 import httpx2
@@ -20,15 +21,14 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import add_tools
 from tests.hooks import set_hooks
-from tests.httpgw import HttpGateway, http_gateway
 from tests.test_http import ACCEPT, INIT, open_session
 from tests.test_stdio_wire import SLEEPER, run_tool
 from tests.upstreams import set_upstreams
+from tfunnel.testing.gateway import http_gateway
 
 pytestmark = pytest.mark.timeout(120)
 
 PROMPT_S = 3.0  # what "answers promptly" means here, on a loaded 2-core machine
-FD_LIMIT = 64  # for the EMFILE test: room to start, and few enough to exhaust quickly
 
 
 def set_limits(home: Path, **limits: Any) -> None:
@@ -39,7 +39,13 @@ def set_limits(home: Path, **limits: Any) -> None:
     path.write_text(json.dumps(settings))
 
 
-def address(gw: HttpGateway) -> tuple[str, int]:
+class Served(Protocol):
+    """A gateway serving HTTP, in-process or a process: its URL."""
+
+    url: str
+
+
+def address(gw: Served) -> tuple[str, int]:
     parts = urlsplit(gw.url)
     assert parts.hostname is not None and parts.port is not None
     return parts.hostname, parts.port
@@ -49,15 +55,6 @@ async def probe(http: httpx2.AsyncClient, url: str, path: str) -> httpx2.Respons
     """One GET that must be answered within PROMPT_S."""
     with trio.fail_after(PROMPT_S):
         return await http.get(f"{url}{path}")
-
-
-def sockets_of(pid: int) -> int:
-    """How many sockets process `pid` holds open (its /proc fd links)."""
-    count = 0
-    for fd in os.listdir(f"/proc/{pid}/fd"):
-        with suppress(FileNotFoundError):  # closed while we looked
-            count += os.readlink(f"/proc/{pid}/fd/{fd}").startswith("socket:")
-    return count
 
 
 async def read_response(stream: trio.SocketStream) -> bytes:
@@ -143,28 +140,6 @@ async def test_a_slow_request_head_is_cut_off(home: Path) -> None:
                 except trio.BrokenResourceError:
                     closed = True
         assert closed and 1.4 < trio.current_time() - started < 5
-
-
-async def test_connections_the_client_closed_are_closed_promptly(home: Path) -> None:
-    """50 keep-alive connections closed by the client: the gateway's side of each is gone within
-    a few seconds (not when the 30 s keep-alive timer would end: no pile of CLOSE-WAIT)."""
-    with trio.fail_after(30):
-        async with http_gateway(home) as gw:
-            host, port = address(gw)
-            baseline = sockets_of(gw.proc.pid)
-            streams = []
-            for _ in range(50):
-                stream = await trio.open_tcp_stream(host, port)
-                await stream.send_all(b"GET /livez HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
-                with trio.fail_after(PROMPT_S):
-                    assert (await stream.receive_some(65536)).startswith(b"HTTP/1.1 200")
-                streams.append(stream)
-            assert sockets_of(gw.proc.pid) >= baseline + 50  # idle, kept alive
-            for stream in streams:
-                await stream.aclose()
-            with trio.fail_after(5):
-                while sockets_of(gw.proc.pid) > baseline:
-                    await trio.sleep(0.1)
 
 
 async def test_probes_answer_while_mcp_is_at_its_cap(home: Path) -> None:
@@ -256,10 +231,10 @@ async def test_health_says_stopping_through_the_drain(home: Path) -> None:
     add_tools(home, SLEEPER, scripts=("sleeper.py",))
     set_upstreams(home)
     with trio.fail_after(40):
-        async with http_gateway(home, None, "--grace", "8") as gw, httpx2.AsyncClient(timeout=10) as http:
+        async with http_gateway(home, grace_s=8) as gw, httpx2.AsyncClient(timeout=10) as http:
             session = await open_session(http, gw.url)
             async with slow_calls(http, gw.url, session, 1):
-                gw.proc.send_signal(signal.SIGTERM)
+                gw.signal(signal.SIGTERM)
                 for _ in range(2):  # at the start of the drain and well into it
                     await trio.sleep(1.5)
                     async with httpx2.AsyncClient(timeout=PROMPT_S) as fresh:  # a new connection
@@ -280,7 +255,7 @@ async def test_an_answer_given_during_the_drain_ends_its_connection(home: Path) 
     add_tools(home, SLEEPER, scripts=("sleeper.py",))
     set_upstreams(home)
     with trio.fail_after(40):
-        async with http_gateway(home, None, "--grace", "10") as gw, httpx2.AsyncClient(timeout=10) as http:
+        async with http_gateway(home, grace_s=10) as gw, httpx2.AsyncClient(timeout=10) as http:
             session = await open_session(http, gw.url)
             host, port = address(gw)
             body = json.dumps(run_tool("slow", "sleeper", {"seconds": 1.5})).encode()
@@ -291,7 +266,7 @@ async def test_an_answer_given_during_the_drain_ends_its_connection(home: Path) 
                                       b"Mcp-Session-Id: %s\r\nContent-Length: %d\r\n\r\n%s"
                                       % (session.encode(), len(body), body))
                 await trio.sleep(0.5)  # the call is under way
-                gw.proc.send_signal(signal.SIGTERM)
+                gw.signal(signal.SIGTERM)
                 answer = await read_response(stream)  # returns once the gateway closes the connection
             assert await gw.wait_exit() == 143
     head, _, payload = answer.partition(b"\r\n\r\n")
@@ -303,7 +278,7 @@ async def test_an_answer_given_during_the_drain_ends_its_connection(home: Path) 
     assert reply["id"] == "slow" and not reply["result"].get("isError"), reply
 
 
-async def refused_and_closed(gw: HttpGateway) -> None:
+async def refused_and_closed(gw: Served) -> None:
     """On a keep-alive connection, a request during the drain gets its 503 whole (its length
     given) and then the connection closes: the client does not send its next request there."""
     host, port = address(gw)
@@ -324,43 +299,17 @@ async def refused_and_closed(gw: HttpGateway) -> None:
     assert "stopping" in json.loads(payload)["error"]["message"]
 
 
-@pytest.mark.skipif(shutil.which("prlimit") is None, reason="needs prlimit (util-linux)")
-async def test_accept_failing_for_open_files_is_one_log_line(home: Path) -> None:
-    """Under a low open-files limit, connections beyond it make accept fail with EMFILE: stderr
-    gets one rate-limited line (no tracebacks), and the gateway serves again once they close."""
-    set_upstreams(home)
-    with trio.fail_after(40):
-        low_limit = ("prlimit", f"--nofile={FD_LIMIT}:{FD_LIMIT}", "--")  # soft = hard: nothing to raise
-        async with http_gateway(home, None, wrapper=low_limit) as gw:
-            host, port = address(gw)
-            assert sockets_of(gw.proc.pid) < FD_LIMIT - 10
-            # More connections than the limit: the accept backlog holds those the gateway cannot take.
-            streams = [await trio.open_tcp_stream(host, port) for _ in range(FD_LIMIT)]
-            with trio.fail_after(10):
-                while b"accept failing" not in gw.stderr:
-                    await trio.sleep(0.1)
-            await trio.sleep(1.5)  # some 15 more failed accepts
-            for stream in streams:
-                await stream.aclose()
-            async with httpx2.AsyncClient(timeout=10) as http:
-                with trio.fail_after(10):
-                    assert (await http.get(f"{gw.url}/livez")).status_code == 200
-            text = gw.stderr.decode()
-            assert text.count("accept failing") == 1 and "accept returned" not in text
-            assert "Traceback" not in text, text
-
-
 async def test_a_session_can_still_cancel_its_call_during_the_drain(home: Path) -> None:
     """During the drain a session's notifications still pass (a cancel ends its call, and with
     it the drain), while a new request in that session is refused 503."""
     add_tools(home, SLEEPER, scripts=("sleeper.py",))
     set_upstreams(home)
     with trio.fail_after(40):
-        async with http_gateway(home, None, "--grace", "30") as gw, httpx2.AsyncClient(timeout=10) as http:
+        async with http_gateway(home, grace_s=30) as gw, httpx2.AsyncClient(timeout=10) as http:
             session = await open_session(http, gw.url)
             headers = {**ACCEPT, "mcp-session-id": session}
             async with slow_calls(http, gw.url, session, 1):
-                gw.proc.send_signal(signal.SIGTERM)
+                gw.signal(signal.SIGTERM)
                 await trio.sleep(0.5)
                 refused = await http.post(f"{gw.url}/mcp", headers=headers,
                                           json=run_tool("new", "hash", {"text": "x"}))
@@ -397,7 +346,8 @@ async def test_a_client_that_stops_reading_its_sse_stream_is_disconnected(home: 
     with trio.fail_after(80):
         async with http_gateway(home) as gw, httpx2.AsyncClient(timeout=30) as http:
             host, port = address(gw)
-            before = rss_mib(gw.proc.pid)
+            # The gateway (and the mock upstream) run in this process: its growth bounds theirs.
+            before = rss_mib(os.getpid())
             stream = await trio.open_tcp_stream(host, port)
             await stream.send_all(b"GET /sse HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                                   b"Accept: text/event-stream\r\n\r\n")
@@ -421,29 +371,11 @@ async def test_a_client_that_stops_reading_its_sse_stream_is_disconnected(home: 
                     await trio.sleep(0.2)
                 while not stopped.exists():
                     await trio.sleep(0.1)
-            grown = rss_mib(gw.proc.pid) - before
+            grown = rss_mib(os.getpid()) - before
             assert (await http.get(f"{gw.url}/livez")).status_code == 200
             await stream.aclose()
     # Holding all 300 answers would take 300 MB and more; a bounded queue holds a fraction of that.
     assert grown < 150, grown
-
-
-@pytest.mark.skipif(shutil.which("prlimit") is None, reason="needs prlimit (util-linux)")
-async def test_children_keep_the_open_files_limit_the_gateway_started_with(home: Path) -> None:
-    """The HTTP service raises its own soft open-files limit for its sockets; the tools it runs
-    (and hooks, and upstreams) keep the limit it was started with."""
-    add_tools(home, {"id": "nofile", "name": "Nofile", "invoke": {"type": "shell", "command": "ulimit -n"}})
-    set_upstreams(home)
-    with trio.fail_after(40):
-        wrapper = ("prlimit", "--nofile=1024:4096", "--")
-        async with http_gateway(home, None, wrapper=wrapper) as gw, httpx2.AsyncClient(timeout=10) as http:
-            limits = Path(f"/proc/{gw.proc.pid}/limits").read_text()
-            assert any(line.startswith("Max open files") and line.split()[3:5] == ["4096", "4096"]
-                       for line in limits.splitlines()), limits
-            session = await open_session(http, gw.url)
-            reply = await http.post(f"{gw.url}/mcp", headers={**ACCEPT, "mcp-session-id": session},
-                                    json=run_tool(1, "nofile", {}))
-    assert reply.json()["result"]["content"][0]["text"].strip() == "1024", reply.text
 
 
 async def test_a_reading_sse_client_survives_a_burst_of_progress(home: Path) -> None:

@@ -18,7 +18,6 @@ from mcp import Client
 from mcp.types import CallToolResult, ElicitResult
 
 from tests.hooks import decision
-from tests.httpgw import http_gateway
 from tfunnel.config.model import BUILTIN_TOOL_NAMES
 from tfunnel.config.schema import compile_plain
 from tfunnel.config.watch import DEBOUNCE_S, POLL_INTERVAL_S
@@ -26,6 +25,7 @@ from tfunnel.manage.builtins import BUILTINS, register_entry
 from tfunnel.manage.edit import Change
 from tfunnel.manage.plans import Plan, question
 from tfunnel.observe.audit import load_log_config
+from tfunnel.testing.gateway import http_gateway
 
 pytestmark = pytest.mark.timeout(120)
 

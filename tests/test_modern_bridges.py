@@ -1,17 +1,18 @@
-"""Era bridges through the real gateway, driven by the official SDK client (PROTOCOL.md §9).
+"""Era bridges through the gateway in-process, driven by the official SDK client (PROTOCOL.md §9).
 
-- A modern upstream (mcp-server-time 2026.10.19) and a legacy-only one (mcp-server-time 2025.9.25 on
-  mcp 1.30.0) behind one gateway, each reached by a modern and by a legacy client: same results.
 - Elicitation both ways with an SDK fixture upstream that elicits in both eras: as a modern
   upstream (its `input_required` handed to a modern client, or answered by a legacy client's real
   elicitation) and pinned legacy (its `elicitation/create` forwarded to a legacy client, or parked
   for a modern client's MRTR retry).
 - An upstream's tool list change reaches a modern listener, tagged with its subscription id.
+
+The upstreams are real children. Third-party upstreams (mcp-server-time, modern and legacy, behind
+one gateway process) and elicitation over a real gateway process's stdio are in
+tests/e2e/test_modern_bridges.py.
 """
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -21,25 +22,18 @@ from typing import Any
 import httpx2
 import pytest
 import trio
-from mcp import Client, StdioServerParameters
+from mcp import Client
 from mcp.types import ElicitResult, TextContent
 
-from tests.httpgw import http_gateway
-from tests.interop import legacy_time_command, modern_time_command
-from tests.test_real_upstreams import undated, write_expose
-from tests.wire import gateway, gateway_argv
+from tests.upstreams import write_expose
+from tfunnel.testing.gateway import http_gateway
+from tfunnel.testing.gateway import stdio_gateway as gateway
+from tfunnel.testing.sdk import sdk_client
 
 pytestmark = pytest.mark.timeout(120)
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "elicit_server.py"
-CONVERT = {"source_timezone": "UTC", "time": "12:00", "target_timezone": "Asia/Tokyo"}
 V = "2026-07-28"
-
-
-def time_upstreams() -> list[dict[str, Any]]:
-    modern, legacy = modern_time_command(), legacy_time_command()
-    return [{"id": "newtime", "command": modern[0], "args": modern[1:], "allowOutsidePaths": True},
-            {"id": "oldtime", "command": legacy[0], "args": legacy[1:], "allowOutsidePaths": True}]
 
 
 def elicit_upstreams() -> list[dict[str, Any]]:
@@ -55,31 +49,10 @@ def text(result: Any) -> str:
 
 @asynccontextmanager
 async def client(home: Path, mode: str, **kwargs: Any) -> AsyncIterator[Client]:
-    params = StdioServerParameters(command=sys.executable, args=gateway_argv(home, "serve")[1:])
-    async with Client(params, mode=mode, cache=None, **kwargs) as c:
+    """The SDK client on the gateway's stdio, from its first byte (not waiting for the upstreams)."""
+    async with sdk_client(home, settle=False, mode=mode, **kwargs) as c:
         assert c.protocol_version == (V if mode == "auto" else "2025-11-25")
         yield c
-
-
-async def test_four_era_combinations_give_the_same_results(home: Path) -> None:
-    write_expose(home, time_upstreams())
-    results: dict[tuple[str, str], Any] = {}
-    async with http_gateway(home) as gw:
-        for mode in ("auto", "legacy"):
-            async with Client(f"{gw.url}/mcp", mode=mode, cache=None) as c:
-                for upstream in ("newtime", "oldtime"):
-                    result = await c.call_tool("toolfunnel_run_tool",
-                                               {"name": f"{upstream}_convert_time", "args": CONVERT})
-                    assert not result.is_error, result.content
-                    results[(mode, upstream)] = undated(json.loads(text(result)))
-        async with httpx2.AsyncClient(timeout=10) as http:
-            health = (await http.get(f"{gw.url}/health")).json()
-    assert len({json.dumps(r, sort_keys=True) for r in results.values()}) == 1, results
-    assert results[("auto", "newtime")]["target"]["timezone"] == "Asia/Tokyo"
-    upstreams = health["upstreams"]
-    assert (upstreams["newtime"]["era"], upstreams["newtime"]["protocolVersion"]) == ("modern", V)
-    assert (upstreams["oldtime"]["era"], upstreams["oldtime"]["protocolVersion"]) == ("legacy", "2025-11-25")
-    assert health["protocolVersions"][0] == V
 
 
 def answering(ok: bool, seen: list[str]) -> Any:

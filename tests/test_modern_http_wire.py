@@ -1,13 +1,14 @@
 """The modern era on the raw HTTP wire: every error code and status of PROTOCOL.md §3.11.
 
-One real gateway process (`tfunnel serve --http --port 0`) answers a table of hand-built POSTs;
-each row names the headers, the body and the status/code it must get.
+One gateway, in-process (`tfunnel.testing.gateway`) on a real loopback port, answers a table of
+hand-built POSTs; each row names the headers, the body and the status/code it must get.
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ import trio
 
 from tests.conftest import add_tools
 from tests.h11wire import next_message
-from tests.httpgw import http_gateway
+from tfunnel.testing.gateway import http_gateway
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -158,9 +159,8 @@ async def test_listen_over_sse_acknowledges_first_and_ends_gracefully_on_shutdow
                     continue
                 events.append(json.loads(line[6:]))
                 if len(events) == 1:
-                    gw.proc.send_signal(15)
-        with trio.fail_after(20):
-            await gw.proc.wait()
+                    gw.signal(signal.SIGTERM)
+        await gw.wait_exit(20)
     ack, final = events[0], events[-1]
     assert ack["method"] == "notifications/subscriptions/acknowledged"
     assert ack["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == "L1"

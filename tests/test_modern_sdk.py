@@ -1,33 +1,29 @@
-"""Both protocol eras through the official `mcp` SDK client, on stdio and on Streamable HTTP.
+"""Both protocol eras through the official `mcp` SDK client, on stdio and on Streamable HTTP, the
+gateway in-process (`tfunnel.testing.sdk`, `tfunnel.testing.gateway`).
 
 `mode="auto"` probes `server/discover` and must reach the modern era (2026-07-28);
-`mode="legacy"` must reach 2025-11-25 — on the same running gateway, at the same time.
+`mode="legacy"` must reach 2025-11-25 — on the same running gateway, at the same time. The auto
+mode over the SDK's real stdio transport to a `tfunnel serve` process is in
+tests/e2e/test_modern_sdk.py.
 """
 
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 import trio
-from mcp import Client, StdioServerParameters
+from mcp import Client
 from mcp.types import TextContent
 
-from tests.httpgw import http_gateway
+from tfunnel.testing.gateway import http_gateway
+from tfunnel.testing.sdk import META_TOOLS, sdk_client
 
 pytestmark = pytest.mark.timeout(90)
 
-META_TOOLS = ["toolfunnel_list_tools", "toolfunnel_tool_instructions", "toolfunnel_run_tool",
-              "toolfunnel_howto"]
 
-
-def stdio_params(home: Path) -> StdioServerParameters:
-    return StdioServerParameters(command=sys.executable, args=["-m", "tfunnel", "--home", str(home), "serve"])
-
-
-async def _list_and_call(client: Client) -> None:
+async def list_and_call(client: Client) -> None:
     assert [t.name for t in (await client.list_tools()).tools] == META_TOOLS
     result = await client.call_tool("toolfunnel_run_tool", {"name": "echo", "args": {"x": 1}})
     assert not result.is_error, result.content
@@ -36,17 +32,10 @@ async def _list_and_call(client: Client) -> None:
     assert json.loads(block.text)["args"] == {"x": 1}
 
 
-async def test_auto_mode_reaches_the_modern_era_over_stdio(home: Path) -> None:
-    async with Client(stdio_params(home), mode="auto", cache=None) as client:
-        assert client.protocol_version == "2026-07-28"
-        assert client.server_info is not None and client.server_info.name == "tfunnel"
-        await _list_and_call(client)
-
-
 async def test_legacy_mode_still_reaches_2025_11_25_over_stdio(home: Path) -> None:
-    async with Client(stdio_params(home), mode="legacy", cache=None) as client:
+    async with sdk_client(home, mode="legacy") as client:
         assert client.protocol_version == "2025-11-25"
-        await _list_and_call(client)
+        await list_and_call(client)
 
 
 async def test_both_eras_at_once_on_one_http_endpoint(home: Path) -> None:
@@ -57,5 +46,5 @@ async def test_both_eras_at_once_on_one_http_endpoint(home: Path) -> None:
             assert modern_client.protocol_version == "2026-07-28"
             assert legacy_client.protocol_version == "2025-11-25"
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(_list_and_call, modern_client)
-                nursery.start_soon(_list_and_call, legacy_client)
+                nursery.start_soon(list_and_call, modern_client)
+                nursery.start_soon(list_and_call, legacy_client)

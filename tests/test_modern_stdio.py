@@ -1,24 +1,28 @@
-"""The modern era on stdio (raw wire), MRTR asks through the SDK on both faces, serveLegacy false."""
+"""The modern era on stdio (raw wire), MRTR asks through the SDK on both faces, serveLegacy false;
+the gateway in-process (stdio on memory streams, HTTP on a loopback port). The SDK's MRTR loop
+over a real gateway process's stdio is tests/e2e/test_modern_stdio.py."""
 
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 import httpx2
 import pytest
 import trio
-from mcp import Client, StdioServerParameters
+from mcp import Client
 
 from tests.conftest import add_tools
 from tests.hooks import decision, set_hooks
-from tests.httpgw import http_gateway
 from tests.test_gate_hooks import elicitation
+from tests.test_reload import AnyWire
 from tests.test_stdio_wire import SLEEPER
-from tests.wire import Wire, gateway, gateway_argv, wait_for_file, wait_gone
+from tests.wire import wait_for_file, wait_gone
 from tfunnel.route.modern import MAX_LISTEN_STREAMS
+from tfunnel.testing.gateway import http_gateway
+from tfunnel.testing.gateway import stdio_gateway as gateway
+from tfunnel.testing.sdk import sdk_client
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -52,7 +56,7 @@ async def test_both_eras_on_one_pipe_and_the_modern_errors(home: Path) -> None:
         assert (await wire.request(7, "ping"))["result"] == {}  # the legacy ping still works
 
 
-async def _listen_events(wire: Wire, listen_id: str, count: int) -> list[dict[str, Any]]:
+async def _listen_events(wire: AnyWire, listen_id: str, count: int) -> list[dict[str, Any]]:
     """The next `count` messages of one listen stream (others are kept for later reads)."""
     events: list[dict[str, Any]] = []
     held: list[dict[str, Any]] = []
@@ -164,19 +168,20 @@ async def test_sdk_modern_client_answers_the_gate_through_mrtr(
     env = {"TOOLFUNNEL_DANGER_LOG": str(danger_log)}
     seen: list[str] = []
 
-    async def drive(target: Any) -> None:
-        async with Client(target, mode="auto", cache=None,
-                          elicitation_callback=elicitation(action, seen)) as client:
-            assert client.protocol_version == V
-            result = await client.call_tool("toolfunnel_run_tool", {"name": "danger", "args": {}})
-            assert result.is_error is (not runs)
+    async def drive(client: Client) -> None:
+        assert client.protocol_version == V
+        result = await client.call_tool("toolfunnel_run_tool", {"name": "danger", "args": {}})
+        assert result.is_error is (not runs)
 
     if face == "stdio":
-        await drive(StdioServerParameters(command=sys.executable, args=gateway_argv(home, "serve")[1:],
-                                          env=env))
+        async with sdk_client(home, env=env, mode="auto",
+                              elicitation_callback=elicitation(action, seen)) as client:
+            await drive(client)
     else:
-        async with http_gateway(home, env) as gw:
-            await drive(f"{gw.url}/mcp")
+        async with http_gateway(home, env) as gw, \
+                Client(f"{gw.url}/mcp", mode="auto", cache=None,
+                       elicitation_callback=elicitation(action, seen)) as client:
+            await drive(client)
     assert len(seen) == 1 and seen[0].startswith("Danger ahead")
     assert danger_log.exists() is runs
 

@@ -4,20 +4,19 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.upstreams import mock_upstream, set_upstreams
-from tests.wire import gateway, gateway_argv
 from tfunnel.config.expose import ExposeConfig, ExposeEntry, UpstreamSpec
 from tfunnel.config.model import Invoke, Register, ToolEntry
 from tfunnel.errors import ConfigProblem
 from tfunnel.gate.manifest import HookManifest, HookSpec
 from tfunnel.home import preflight
+from tfunnel.testing.cli import run
+from tfunnel.testing.gateway import stdio_gateway
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -231,7 +230,7 @@ def test_a_switch_beside_the_wrapped_hook_state_is_refused(home: Path) -> None:
     is refused (a start names it), never read without it."""
     (home / "hooks" / "hooks.state.json").write_text(json.dumps(
         {"enabled": {}, "_note": "comments are fine", "pre-tool-use/guard-danger-demo": True}))
-    done = subprocess.run(gateway_argv(home, "check"), capture_output=True, text=True, timeout=30)
+    done = run(home, "check")
     assert done.returncode == 1
     assert ("hooks/hooks.state.json: 'pre-tool-use/guard-danger-demo': is beside \"enabled\"" in done.stdout)
     assert "_note" not in done.stdout
@@ -258,7 +257,7 @@ def test_check_reports_what_serve_would_hit(home: Path) -> None:
     """`tfunnel check` names the command not found, the missing hook script and the collision
     (as a warning, with the winner), and exits 1; no traceback."""
     broken_home(home)
-    done = subprocess.run(gateway_argv(home, "check"), capture_output=True, text=True, timeout=30)
+    done = run(home, "check")
     assert done.returncode == 1, done.stdout
     lines = done.stdout.splitlines()
     for want in EXPECTED:
@@ -270,7 +269,7 @@ def test_check_reports_what_serve_would_hit(home: Path) -> None:
 async def test_serve_logs_what_check_reports(home: Path) -> None:
     """serve logs each of check's findings once at start, errors as errors, warnings as warnings."""
     broken_home(home)
-    async with gateway(home) as wire:
+    async with stdio_gateway(home) as wire:
         await wire.initialize()
         await wire.close_stdin()
         await wire.wait_exit()
@@ -284,8 +283,7 @@ async def test_serve_logs_what_check_reports(home: Path) -> None:
 
 def test_check_on_the_default_home_is_ok(tmp_path: Path) -> None:
     """A freshly seeded home has nothing to report."""
-    done = subprocess.run([sys.executable, "-m", "tfunnel", "--home", str(tmp_path / "new"), "check"],
-                          capture_output=True, text=True, timeout=30)
+    done = run(tmp_path / "new", "check")
     assert done.returncode == 0 and done.stdout.strip() == f"ok: {tmp_path / 'new'}", done.stdout
 
 
@@ -321,9 +319,8 @@ def test_a_nul_byte_in_a_register_entry_is_a_config_error(home: Path) -> None:
     index = len(register["tools"]) - 1
     want = (f"tools/tools.register.json: tools[{index}] (id 'nul'): field 'invoke.path': contains a NUL "
             "character (U+0000)")
-    done = subprocess.run(gateway_argv(home, "check"), capture_output=True, text=True, timeout=30)
+    done = run(home, "check")
     assert done.returncode == 1 and any(line.startswith(want) for line in done.stdout.splitlines()), done
     assert "Traceback" not in done.stderr
-    start = subprocess.run(gateway_argv(home, "call", "hash", '{"text": "x"}'), capture_output=True,
-                           text=True, timeout=30)
+    start = run(home, "call", "hash", '{"text": "x"}')
     assert start.returncode == 1 and want in start.stderr and "Traceback" not in start.stderr

@@ -1,4 +1,7 @@
-"""Bounded processes: a gateway-wide cap on tool and hook processes, hooks bounded per call."""
+"""Bounded processes: a gateway-wide cap on tool and hook processes, hooks bounded per call (the
+gateway in-process, `tfunnel.testing.gateway`; tools and hooks are real processes). The bound on
+a stdio client's requests in flight, over a real gateway process's pipes, is in
+tests/e2e/test_process_limits.py."""
 
 from __future__ import annotations
 
@@ -11,8 +14,8 @@ import trio
 
 from tests.conftest import add_tools
 from tests.hooks import set_hooks
-from tests.wire import gateway
 from tfunnel.proc import children
+from tfunnel.testing.gateway import stdio_gateway
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -47,7 +50,7 @@ async def test_tool_processes_are_capped_gateway_wide(home: Path, tmp_path: Path
     (home / "tools" / "scripts" / "counter.py").write_text(COUNTER)
     add_tools(home, {"id": "counter", "name": "Counter",
                      "invoke": {"type": "shell", "command": f"python3 tools/scripts/counter.py {folder}"}})
-    async with gateway(home) as wire:
+    async with stdio_gateway(home) as wire:
         await wire.initialize()
         for request_id in range(6):
             await wire.send(run_tool(request_id, "counter"))
@@ -65,7 +68,7 @@ async def test_one_calls_slow_hooks_do_not_hold_up_another_call(home: Path, tmp_
     ended.mkdir()
     slow = [{"matcher": "hash", "command": f"sleep 3; touch {ended}/$$"} for _ in range(8)]
     set_hooks(home, *slow, {"matcher": "uuid", "command": "true"})
-    async with gateway(home) as wire:
+    async with stdio_gateway(home) as wire:
         await wire.initialize()
         await wire.send(run_tool(1, "hash", {"text": "x"}))
         await trio.sleep(0.5)  # the slow call's hooks are running
@@ -76,34 +79,6 @@ async def test_one_calls_slow_hooks_do_not_hold_up_another_call(home: Path, tmp_
             second = await wire.recv()
     assert (first["id"], second["id"]) == (2, 1)
     assert "isError" not in first["result"] and "isError" not in second["result"]
-
-
-async def test_a_stdio_client_cannot_pile_up_requests_without_bound(home: Path) -> None:
-    """A stdio client may have at most MAX_INFLIGHT requests in flight: one more is refused at
-    once (the reader keeps reading, so answers and cancels still get through)."""
-    from tests.upstreams import mock_upstream, set_upstreams
-    from tfunnel.serve.connection import MAX_INFLIGHT
-
-    set_upstreams(home, mock_upstream("mock", "--tools", "hang", timeoutMs=600_000))
-    async with gateway(home) as wire:
-        await wire.initialize()
-        for request_id in range(MAX_INFLIGHT):
-            await wire.send({"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
-                             "params": {"name": "toolfunnel_run_tool",
-                                        "arguments": {"name": "mock_hang", "args": {}}}})
-        await wire.send(run_tool(MAX_INFLIGHT, "hash", {"text": "x"}))
-        with trio.fail_after(20):
-            refused = await wire.reply_to(MAX_INFLIGHT)
-        assert refused["error"]["code"] == -32603 and "in flight" in refused["error"]["message"]
-        await wire.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 0}})
-        with trio.fail_after(20):  # a slot is free again: the next request runs
-            while True:
-                reply = await wire.request("again", "tools/call",
-                                           run_tool("again", "hash", {"text": "x"})["params"])  # type: ignore[arg-type]
-                if "result" in reply:
-                    break
-                await trio.sleep(0.1)
-        assert "isError" not in reply["result"]
 
 
 @pytest.mark.parametrize(("argv", "kept", "ours", "expected"), [

@@ -1,13 +1,13 @@
-"""Per-client profiles through the official SDK client: two clients of one gateway see different
-surfaces, and the restricted one cannot run a hidden tool by any path (meta-tool, direct name,
-curated name); a refused call never ran (its side-effect file never appears)."""
+"""Per-client profiles through the official SDK client, the gateway in-process
+(`tfunnel.testing.gateway`): two clients of one gateway see different surfaces, and the restricted
+one cannot run a hidden tool by any path (meta-tool, direct name, curated name); a refused call
+never ran (its side-effect file never appears). `serve --profile` over the SDK's real stdio
+transport to a `tfunnel serve` process is in tests/e2e/test_profiles_sdk.py."""
 
 from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,10 +20,11 @@ from mcp.shared.exceptions import MCPError
 from mcp.types import Implementation, TextContent
 
 from tests.authserver import ec_key
-from tests.httpgw import http_gateway
 from tests.test_auth_http import authenticated
 from tests.test_gate_cancel_audit import audit_records, enable_audit
 from tests.upstreams import mock_upstream, set_upstreams
+from tfunnel.testing.cli import run
+from tfunnel.testing.gateway import http_gateway
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -151,23 +152,9 @@ def _gauges(text: str, name: str) -> dict[tuple[str, str], float]:
     return {(m.group(1), m.group(2)): float(m.group(3)) for m in found}
 
 
-def stdio(home: Path, *args: str) -> StdioServerParameters:
-    return StdioServerParameters(command=sys.executable,
-                                 args=["-m", "tfunnel", "--home", str(home), "serve", *args])
-
-
-async def test_serve_profile_forces_one_profile_over_stdio(home: Path, tmp_path: Path) -> None:
-    make_home(home, tmp_path / "marked")
-    async with client(stdio(home, "--profile", "narrow"), "wide-app") as forced:
-        assert await names_once(forced, "mock_echo") == [*META, "mock_echo"]
-    async with client(stdio(home), "wide-app") as matched:
-        assert "other_say" in await names_once(matched, "other_say")
-
-
 def test_serve_profile_must_name_a_defined_profile(home: Path, tmp_path: Path) -> None:
     make_home(home, tmp_path / "marked")
-    argv = [sys.executable, "-m", "tfunnel", "--home", str(home), "serve", "--profile", "nope"]
-    done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+    done = run(home, "serve", "--profile", "nope")
     assert done.returncode == 2
     assert "'nope' names no profile" in done.stderr and "narrow, wide" in done.stderr
 

@@ -1,4 +1,4 @@
-"""Live reload of the register and the state file in a running gateway."""
+"""Live reload of the register and the state file in a running gateway (in-process)."""
 
 from __future__ import annotations
 
@@ -9,12 +9,17 @@ import pytest
 import trio
 
 from tests.test_stdio_wire import run_tool
-from tests.wire import Wire, gateway
+from tests.wire import Wire
+from tfunnel.testing.gateway import StdioGateway
+from tfunnel.testing.gateway import stdio_gateway as gateway
 
 pytestmark = pytest.mark.timeout(60)
 
+# A gateway's stdio, in-process or a real process's (other files' tests share these helpers).
+AnyWire = Wire | StdioGateway
 
-async def next_notification(wire: Wire, method: str, timeout: float = 10.0) -> dict[str, object]:
+
+async def next_notification(wire: AnyWire, method: str, timeout: float = 10.0) -> dict[str, object]:
     with trio.fail_after(timeout):
         while True:
             message = await wire.recv(timeout)
@@ -23,7 +28,7 @@ async def next_notification(wire: Wire, method: str, timeout: float = 10.0) -> d
             wire.stash.append(message)
 
 
-async def wait_for_log(wire: Wire, text: str, timeout: float = 10.0) -> None:
+async def wait_for_log(wire: AnyWire, text: str, timeout: float = 10.0) -> None:
     with trio.fail_after(timeout):
         while text not in wire.stderr.decode(errors="replace"):
             await trio.sleep(0.05)

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.wire import gateway_argv
 from tfunnel.home.requires import Seen, at_least, probe, unmet, verdict, version_tuple
+from tfunnel.testing.cli import run
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -79,7 +78,7 @@ def test_every_start_reports_unmet_requirements_and_goes_on(home: Path, tmp_path
                             {"command": "absent-program-xyz"}, {"command": "fakenode"}]
     (home / "toolfunnel.json").write_text(json.dumps(settings))
     env = {**os.environ, "PATH": f"{tmp_path / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"}
-    done = subprocess.run(gateway_argv(home, "check"), capture_output=True, text=True, timeout=30, env=env)
+    done = run(home, "check", env=env)
     assert done.returncode == 0, done.stdout + done.stderr
     lines = [line for line in done.stderr.splitlines() if "requires" in line]
     assert lines == ["tfunnel: warning: requires: fakenode 16.2.0 found, 18 or newer wanted (needed for "

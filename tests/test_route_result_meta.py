@@ -1,4 +1,5 @@
-"""An upstream's `_meta` on a tool result reaches the client, in both eras, through the real gateway."""
+"""An upstream's `_meta` on a tool result reaches the client, in both eras, through the gateway
+(in-process; the upstream a real child)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ from typing import Any
 import pytest
 import trio
 
-from tests.test_real_upstreams import write_expose
-from tests.wire import gateway
+from tests.upstreams import write_expose
+from tfunnel.testing.gateway import stdio_gateway as gateway
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -3,14 +3,13 @@ through a folder that leads elsewhere (SPEC §2)."""
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tfunnel.config.home import UNITS, HomeNotUsable, seed_dir, seed_home, units_to_seed
+from tfunnel.testing.cli import run
 
 REGISTER, EXPOSE, MANIFEST, SETTINGS = ("tools/tools.register.json", "mcp/expose.json",
                                         "hooks/hooks.manifest.json", "toolfunnel.json")
@@ -172,9 +171,7 @@ def test_a_home_that_is_no_folder_is_refused(tmp_path: Path, seed: Path, layout:
 
 
 def _tfunnel(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
-    return subprocess.run([sys.executable, "-m", "tfunnel", "--home", str(home), *args], env=env,
-                          capture_output=True, text=True, timeout=60)
+    return run(home, *args)
 
 
 def test_the_command_line_names_each_seeded_file(tmp_path: Path) -> None:

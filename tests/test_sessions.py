@@ -4,20 +4,19 @@ one end-of-session path both take."""
 from __future__ import annotations
 
 import re
-import subprocess
 from pathlib import Path
 
 import pytest
 import trio
 import trio.testing
 
-from tests.wire import gateway_argv
 from tfunnel.protocol.eras import Era
 from tfunnel.protocol.jsonrpc import Notification, Request
 from tfunnel.protocol.session import ClientSession
 from tfunnel.serve.connection import Connection, Service
 from tfunnel.serve.sessions import SessionStore, session_id
 from tfunnel.surface.changes import Changes
+from tfunnel.testing.cli import run
 
 pytestmark = pytest.mark.timeout(10)
 
@@ -118,6 +117,5 @@ def test_a_name_a_proxy_rule_could_not_match_is_refused(instance: str) -> None:
     ],
 )
 def test_the_instance_option_is_checked(home: Path, argv: list[str], needle: str) -> None:
-    done = subprocess.run(gateway_argv(home, *argv), capture_output=True, text=True, timeout=60,
-                          stdin=subprocess.DEVNULL)
+    done = run(home, *argv)
     assert done.returncode == 2 and needle in done.stderr

@@ -12,7 +12,6 @@ import pytest
 import trio
 
 from tests.hooks import set_hooks
-from tests.test_sdk_stdio import sdk_client, text
 from tests.upstreams import mock_upstream, set_upstreams
 from tfunnel.config.expose import EXPOSE_FILE, ExposeEntry, parse_expose
 from tfunnel.config.model import Register, ToolState, Visibility
@@ -23,6 +22,7 @@ from tfunnel.home.preflight import former_name_findings
 from tfunnel.manage.rename import Rename, RenamePlan, expose_renames, plan_renames
 from tfunnel.surface.catalog import Catalog
 from tfunnel.surface.upstream_tools import assemble, assemble_wrapped
+from tfunnel.testing.sdk import sdk_client, text
 
 pytestmark = pytest.mark.timeout(90)
 

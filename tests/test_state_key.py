@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 import structlog
 
-from tests.wire import gateway_argv
 from tfunnel.errors import ConfigError
 from tfunnel.home import state_key
 from tfunnel.home.state_key import KeyFile, StateKeyError
 from tfunnel.protocol.mrtr import RequestStateError, Sealer, binding
+from tfunnel.testing.cli import run
 
 BIND = binding("tools/call", {"name": "deploy", "arguments": {}})
 TTL = 600.0
@@ -179,8 +179,7 @@ def set_key_file(home: Path, value: object) -> None:
 
 
 def tfunnel(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(gateway_argv(home, *args), capture_output=True, text=True, timeout=60,
-                          stdin=subprocess.DEVNULL)
+    return run(home, *args)
 
 
 def test_check_and_serve_refuse_a_key_file_others_can_read(home: Path) -> None:

@@ -1,6 +1,8 @@
-"""`tfunnel serve` over real pipes in `Content-Length` framing, as ToolFunnel's clients speak it:
-answered in that framing (replies and notifications alike), with the cap and resync rules of
-NDJSON; and NDJSON unchanged beside it."""
+"""The stdio gateway (in-process, on memory streams) read in `Content-Length` framing, as
+ToolFunnel's clients send it: answered in NDJSON lines, replies and notifications alike, as
+ToolFunnel answers them (tests/test_field_toolfunnel.py replays its recorded exchange), with the
+cap and resync rules of NDJSON; and NDJSON unchanged beside it. The harness reads what the gateway
+writes as lines: a framed reply is not JSON there, and fails."""
 
 from __future__ import annotations
 
@@ -11,14 +13,15 @@ import pytest
 
 from tests.test_reload import next_notification
 from tests.test_stdio_wire import run_tool
-from tests.wire import content_length, gateway
+from tfunnel.testing.gateway import stdio_gateway as gateway
+from tfunnel.testing.lines import content_length
 
 pytestmark = pytest.mark.timeout(60)
 
 
-async def test_a_framed_client_is_served_in_its_framing(home: Path) -> None:
+async def test_a_framed_client_is_answered_in_lines(home: Path) -> None:
     """initialize, tools/list and a tools/call in Content-Length framing are each answered at once
-    (stdin still open), framed; a register edit's list_changed arrives framed too."""
+    (stdin still open), each in one NDJSON line; a register edit's list_changed arrives as a line too."""
     path = home / "tools" / "tools.register.json"
     register = json.loads(path.read_text())
     async with gateway(home, framed=True) as wire:
@@ -35,7 +38,7 @@ async def test_a_framed_client_is_served_in_its_framing(home: Path) -> None:
 
 async def test_framed_headers_in_any_case_with_others_and_several_in_one_write(home: Path) -> None:
     """Leading blank lines, a Content-Type header first, a lower-case name and two messages in
-    one write are all read; each is answered framed."""
+    one write are all read; each is answered in a line."""
     async with gateway(home, framed=True) as wire:
         first = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping"}).encode()
         second = json.dumps({"jsonrpc": "2.0", "id": 2, "method": "ping"}).encode()
@@ -46,8 +49,8 @@ async def test_framed_headers_in_any_case_with_others_and_several_in_one_write(h
 
 async def test_framed_errors_resync_and_serving_continues(home: Path) -> None:
     """A body that is not JSON, a non-numeric and a negative length, junk where a header belongs,
-    a block without Content-Length: each gets -32700 with a null id, framed, and the next message
-    (resync at its header) is served."""
+    a block without Content-Length: each gets -32700 with a null id, in a line, and the next
+    message (resync at its header) is served."""
     async with gateway(home, framed=True) as wire:
         for number, bad in enumerate((
                 content_length(b'{"jsonrpc": "2.0", "id": 1, "method": '),

@@ -9,7 +9,8 @@ import pytest
 import trio
 
 from tests.conftest import add_tools
-from tests.wire import gateway, wait_for_file, wait_gone
+from tests.wire import wait_for_file, wait_gone
+from tfunnel.testing.gateway import stdio_gateway as gateway
 
 pytestmark = pytest.mark.timeout(60)
 

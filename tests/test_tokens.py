@@ -4,7 +4,6 @@ direct calls and searches without a call (observe/tokens.py, observe/telemetry.p
 from __future__ import annotations
 
 import json
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -12,7 +11,6 @@ from typing import Any
 import pytest
 import trio
 
-from tests.wire import gateway_argv
 from tfunnel.approvals.book import Book, Pin, Record
 from tfunnel.approvals.store import write
 from tfunnel.config.load import load_settings
@@ -25,6 +23,7 @@ from tfunnel.surface import meta
 from tfunnel.surface.catalog import Catalog
 from tfunnel.surface.full import full_top_level
 from tfunnel.surface.upstream_tools import UpstreamTool
+from tfunnel.testing.cli import run
 
 SAMPLE = dumps({"name": "git_log", "description": "Show the commit log of a repository, newest first.",
                 "inputSchema": {"type": "object", "properties": {"repo_path": {"type": "string"},
@@ -227,7 +226,7 @@ def test_tools_tokens_counts_the_home_offline_with_upstream_tools_as_approved(ho
     assert by_name["demo_echo"] == (False, estimate(dumps({**definition, "name": "demo_echo"})))
     assert by_name["toolfunnel_list_tools"][0] is True
     assert 0 < lean < full
-    done = subprocess.run(gateway_argv(home, "tools", "--tokens"), capture_output=True, text=True, timeout=60)
+    done = run(home, "tools", "--tokens")
     assert done.returncode == 0, done.stderr
     printed = done.stdout
     assert f"tools/list: lean {lean} tokens, full {full} tokens" in printed
@@ -238,12 +237,10 @@ def test_tools_tokens_counts_the_home_offline_with_upstream_tools_as_approved(ho
 def test_settings_set_tokens_writes_the_counter_and_refuses_others(home: Path) -> None:
     """`tfunnel settings set tokens=...` (tf_settings) writes a counter's name and refuses any
     other value, naming the allowed ones."""
-    done = subprocess.run(gateway_argv(home, "settings", "set", "tokens=o200k_base"), capture_output=True,
-                          text=True, timeout=60)
+    done = run(home, "settings", "set", "tokens=o200k_base")
     assert done.returncode == 0, done.stderr
     assert load_settings(home).tokens == "o200k_base"
-    refused = subprocess.run(gateway_argv(home, "settings", "set", "tokens=gpt2"), capture_output=True,
-                             text=True, timeout=60)
+    refused = run(home, "settings", "set", "tokens=gpt2")
     assert refused.returncode != 0
     assert "'o200k_base', 'cl100k_base', 'estimate'" in refused.stderr
     assert load_settings(home).tokens == "o200k_base"

@@ -1,5 +1,6 @@
-"""Token telemetry through a real gateway: the SDK client lists, searches and runs over HTTP, and
-/metrics and /health show what it was given, against the full surface, and how it found tools."""
+"""Token telemetry through a gateway (in-process, `tfunnel.testing.gateway`, on a real loopback
+port): the SDK client lists, searches and runs over HTTP, and /metrics and /health show what it was
+given, against the full surface, and how it found tools."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 import trio
 from mcp import Client
 
-from tests.httpgw import http_gateway
+from tfunnel.testing.gateway import http_gateway
 
 pytestmark = pytest.mark.timeout(90)
 

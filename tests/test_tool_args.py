@@ -1,4 +1,6 @@
-"""How a register tool receives its arguments: stdin always, the environment when they fit."""
+"""How a register tool receives its arguments: stdin always, the environment when they fit (the
+gateway in-process, `tfunnel.testing.gateway`; the tools are real processes). A real gateway
+process whose own environment is not UTF-8 is in tests/e2e/test_tool_args.py."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import add_tools
-from tests.wire import gateway
+from tfunnel.testing.gateway import stdio_gateway
 from tfunnel.tools.runner import ARGS_ENV, MAX_ARG_STRLEN, fits_in_env
 
 pytestmark = pytest.mark.timeout(60)
@@ -50,16 +52,6 @@ print(json.dumps({
 '''
 
 
-async def test_a_gateway_environment_that_is_not_utf_8_still_runs_tools(home: Path) -> None:
-    """A variable of the gateway's own environment that is not UTF-8 (Linux allows any bytes)
-    reaches the tool unchanged and breaks nothing."""
-    async with gateway(home, {"ODD": os.fsdecode(b"caf\xe9")}) as wire:
-        await wire.initialize()
-        reply = await wire.request(1, "tools/call", {"name": "toolfunnel_run_tool",
-                                                     "arguments": {"name": "echo", "args": {"t": "hi"}}})
-    assert reply["result"]["structuredContent"]["args"] == {"t": "hi"}, reply
-
-
 @pytest.mark.parametrize("size", [10, 300_000], ids=["small", "larger-than-the-environment-holds"])
 async def test_arguments_reach_the_tool_whatever_their_size(home: Path, size: int) -> None:
     """Small arguments arrive in TOOLFUNNEL_TOOL_ARGS and on stdin; arguments too large for the
@@ -68,7 +60,7 @@ async def test_arguments_reach_the_tool_whatever_their_size(home: Path, size: in
     add_tools(home, {"id": "reporter", "name": "Reporter",
                      "invoke": {"type": "script", "path": "reporter.py"},
                      "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}}})
-    async with gateway(home) as wire:
+    async with stdio_gateway(home) as wire:
         await wire.initialize()
         reply = await wire.request(1, "tools/call", {"name": "toolfunnel_run_tool",
                                                      "arguments": {"name": "reporter",

@@ -16,10 +16,11 @@ import trio
 from mcp import Client
 
 import tfunnel.testing.mock_upstream as mock_module
-from tests.httpgw import http_gateway
 from tests.toolfunnel_home import write_toolfunnel_home
 from tests.upstreams import FAST_RESTART
-from tests.wire import Wire, gateway
+from tfunnel.testing.gateway import StdioGateway as Wire
+from tfunnel.testing.gateway import http_gateway
+from tfunnel.testing.gateway import stdio_gateway as gateway
 
 pytestmark = pytest.mark.timeout(120)
 

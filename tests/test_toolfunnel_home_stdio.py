@@ -1,4 +1,4 @@
-"""A ToolFunnel home served unchanged over stdio by the real gateway: its `tf_*` entries answer
+"""A ToolFunnel home served unchanged over stdio by the gateway (in-process): its `tf_*` entries answer
 through tfunnel's built-ins, in-band; a home begun with only `toolfunnel.json` is completed and
 serves under its own name (issue 21)."""
 
@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from tests.toolfunnel_home import write_toolfunnel_home
-from tests.wire import Wire, gateway
+from tfunnel.testing.gateway import StdioGateway as Wire
+from tfunnel.testing.gateway import stdio_gateway as gateway
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -58,7 +59,7 @@ async def test_tf_list_works_in_band(tmp_path: Path, stubs: bool) -> None:
         assert wrapped.get("isError") is not True, wrapped
         assert body(wrapped)["ok"] is True and body(wrapped)["wrapping"] is None
     stderr = wire.stderr.decode()
-    note = ("register entry tf_list runs ToolFunnel's tools/scripts/tf-list.js; "
+    note = ("register entry tf_list runs ToolFunnel's scripts/tf-list.js; "
             "serving tfunnel's built-in tf_list instead")
     assert stderr.count(note) == 1, stderr
     assert "serving tfunnel's built-in tf_wrap instead" in stderr and "no built-in" not in stderr

@@ -1,6 +1,9 @@
-"""The admin UI over real loopback sockets: what it refuses (non-loopback binds, hostile Hosts,
-cross-origin and token-less changes, oversized bodies), the headers on everything it serves,
-its operations (the management operations, audited via "ui") and its live socket."""
+"""The admin UI over real loopback sockets, served in the test's own Trio run (`tfunnel ui` as
+`run_standalone` serves it, or beside an in-process `serve --http`, `tfunnel.testing.gateway`): what
+it refuses (non-loopback binds, hostile Hosts, cross-origin and token-less changes, oversized
+bodies), the headers on everything it serves, its operations (the management operations, audited
+via "ui") and its live socket. A taken port and a real SIGTERM to `tfunnel ui`:
+tests/e2e/test_ui_http.py."""
 
 from __future__ import annotations
 
@@ -8,8 +11,12 @@ import json
 import os
 import signal
 import subprocess
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import httpx2
 import pytest
@@ -17,9 +24,16 @@ import trio
 from mcp import Client
 from trio_websocket import open_websocket_url
 
-from tests.uigw import ui_alone, ui_gateway
+from tests import uigw
+from tests.uigw import read_token
 from tests.upstreams import set_upstreams
-from tests.wire import alive, gateway_argv
+from tfunnel.config.atomic import sweep_temp_files
+from tfunnel.config.home import seed_dir, seed_home
+from tfunnel.testing.cli import WouldServe, run
+from tfunnel.testing.gateway import HttpGateway, Upstreams, http_gateway, logging_to
+from tfunnel.ui.live import Hub
+from tfunnel.ui.server import serve_ui, standalone_source
+from tfunnel.ui.web import UiApp
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -45,6 +59,51 @@ def assert_guarded_headers(answer: httpx2.Response) -> None:
     assert "access-control-allow-origin" not in answer.headers
 
 
+@dataclass
+class Ui(uigw.Ui):
+    """The admin UI in-process: `served` is the HTTP gateway beside it (None for `tfunnel ui`)."""
+
+    served: HttpGateway | None = None
+
+
+@asynccontextmanager
+async def ui_alone(home: Path) -> AsyncIterator[Ui]:
+    """`tfunnel ui --port 0` in the test's Trio run: what `run_standalone` serves after the
+    command's start (the home completed, temp files swept): the home's views and operations, no
+    gateway; its log in `stderr`. Stopped as its signal handler stops it."""
+    sink = bytearray()
+    with logging_to(sink):
+        seed_home(home, seed_dir())
+        sweep_temp_files(home)
+        shutdown = trio.Event()
+        async with trio.open_nursery() as nursery:
+            app = UiApp(standalone_source(home), Hub())
+            url = await nursery.start(serve_ui, app, "127.0.0.1", 0, shutdown)
+            try:
+                yield Ui(url, await read_token(url), stderr=sink)
+            finally:
+                shutdown.set()
+
+
+@asynccontextmanager
+async def ui_gateway(home: Path, env: Mapping[str, str] | None = None, *,
+                     upstreams: Upstreams = "in-process") -> AsyncIterator[Ui]:
+    """`tfunnel serve --http --ui --ui-port 0` in-process (its upstreams started) and its UI."""
+    async with http_gateway(home, env, ui=True, upstreams=upstreams) as gw:
+        assert gw.ui_url is not None, gw.stderr.decode(errors="replace")
+        yield Ui(gw.ui_url, await read_token(gw.ui_url), stderr=gw.stderr, served=gw)
+
+
+async def _would_serve(*args: object, **kwargs: object) -> None:
+    raise WouldServe("the in-process `tfunnel ui` would serve here")
+
+
+def tfunnel(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """The command in-process; a `tfunnel ui` that got as far as serving raises instead."""
+    with mock.patch("tfunnel.ui.server.serve_ui", _would_serve):
+        return run(home, *args)
+
+
 @pytest.mark.parametrize("argv", [
     ["ui", "--host", "0.0.0.0", "--port", "0"],
     ["ui", "--host", "192.168.1.1", "--port", "0"],
@@ -52,16 +111,14 @@ def assert_guarded_headers(answer: httpx2.Response) -> None:
     ["serve", "--http", "--port", "0", "--ui", "--ui-host", "127.0.0.1.nip.io", "--ui-port", "0"],
 ])
 def test_a_non_loopback_bind_is_refused(home: Path, argv: list[str]) -> None:
-    done = subprocess.run([*gateway_argv(home), *argv], capture_output=True, text=True, timeout=60,
-                          stdin=subprocess.DEVNULL)
+    done = tfunnel(home, *argv)
     assert done.returncode == 1, done.stderr
     assert "loopback only" in done.stderr and "SSH tunnel" in done.stderr
     assert "listening" not in done.stderr  # neither the UI nor the gateway ever listened
 
 
 def test_ui_without_http_is_a_usage_error(home: Path) -> None:
-    done = subprocess.run([*gateway_argv(home), "serve", "--ui"], capture_output=True, text=True, timeout=60,
-                          stdin=subprocess.DEVNULL)
+    done = tfunnel(home, "serve", "--ui")
     assert done.returncode == 2 and "tfunnel ui" in done.stderr
 
 
@@ -202,15 +259,15 @@ async def next_message(socket: Any, wanted: str, timeout: float = 20) -> dict[st
 async def test_beside_a_gateway_changes_apply_at_once_and_upstream_states_are_pushed(home: Path) -> None:
     """serve --http --ui: a hot toggle from the UI reaches an SDK client's tools/list; killing an
     upstream is pushed to an open page and shows in the Upstreams view; audit records are pushed."""
-    async with ui_gateway(home) as ui, httpx2.AsyncClient(timeout=10) as http:
-        assert ui.gateway is not None
+    async with ui_gateway(home, upstreams="real") as ui, httpx2.AsyncClient(timeout=10) as http:
+        assert ui.served is not None
         status = await ui.view(http, "status")
         assert status["mode"] == "gateway"
         demo = {u["id"]: u for u in (await ui.view(http, "upstreams"))["upstreams"]}["demo"]
         assert demo["state"] == "ready" and isinstance(demo["pid"], int)
         ws = ui.url.replace("http://", "ws://") + f"/api/live?csrf={ui.token}"
         async with open_websocket_url(ws, extra_headers=[(b"Origin", ui.origin.encode())]) as socket, \
-                Client(f"{ui.gateway.url}/mcp", mode="legacy", cache=None) as client:
+                Client(f"{ui.served.url}/mcp", mode="legacy", cache=None) as client:
             await next_message(socket, "hello")
             before = [t.name for t in (await client.list_tools()).tools]
             assert "echo" not in before
@@ -232,14 +289,14 @@ async def test_beside_a_gateway_changes_apply_at_once_and_upstream_states_are_pu
 
 async def test_ui_sees_what_a_gateway_in_another_process_does(home: Path) -> None:
     """`tfunnel ui` alone: a change it makes is written for the gateways' watchers; the audit
-    records another process appends are pushed to the page."""
+    records another writer of the home appends (a `tfunnel call`, here in-process: the UI learns
+    of them only from the log file) are pushed to the page."""
     async with ui_alone(home) as ui, httpx2.AsyncClient(timeout=10) as http:
         assert (await ui.op(http, "tf_log", {"action": "enable"}))["ok"] is True
         ws = ui.url.replace("http://", "ws://") + f"/api/live?csrf={ui.token}"
         async with open_websocket_url(ws, extra_headers=[(b"Origin", ui.origin.encode())]) as socket:
             await next_message(socket, "hello")
-            done = await trio.run_process([*gateway_argv(home), "call", "echo", '{"text": "hi"}'],
-                                          capture_stdout=True, capture_stderr=True, check=False)
+            done = await trio.to_thread.run_sync(lambda: run(home, "call", "echo", '{"text": "hi"}'))
             assert done.returncode == 0, done.stderr
             record = (await next_message(socket, "audit"))["record"]
             assert record["type"] in ("tool", "gate")
@@ -260,8 +317,8 @@ async def test_held_items_show_with_their_diff_and_are_accepted_from_the_ui(home
 
     attach(home, tmp_path, spec(tmp_path))
     async with ui_gateway(home) as ui, httpx2.AsyncClient(timeout=10) as http:
-        assert ui.gateway is not None
-        async with Client(f"{ui.gateway.url}/mcp", mode="legacy", cache=None) as client:
+        assert ui.served is not None
+        async with Client(f"{ui.served.url}/mcp", mode="legacy", cache=None) as client:
             assert not (await touch(client)).is_error
             assert (await ui.view(http, "approvals")) == {"upstreams": []}
             write_spec(tmp_path, spec(tmp_path, tools=[{**TOUCH, "description": "Now it does more."}]))
@@ -294,8 +351,8 @@ async def test_the_surface_view_is_what_a_client_lists_with_token_counts(home: P
     (home / "toolfunnel.json").write_text(json.dumps({**json.loads((home / "toolfunnel.json").read_text()),
                                                       "tokens": "estimate"}))
     async with ui_gateway(home) as ui, httpx2.AsyncClient(timeout=10) as http:
-        assert ui.gateway is not None
-        async with Client(f"{ui.gateway.url}/mcp", mode="legacy", cache=None) as client:
+        assert ui.served is not None
+        async with Client(f"{ui.served.url}/mcp", mode="legacy", cache=None) as client:
             listed = [t.name for t in (await client.list_tools()).tools]
         view = await ui.view(http, "surface")
         assert [t["name"] for t in view["top"]] == listed
@@ -307,26 +364,6 @@ async def test_the_surface_view_is_what_a_client_lists_with_token_counts(home: P
         assert view["totals"]["lean"] == sum(t["tokens"] for t in view["lean"])
 
 
-async def test_a_taken_port_is_named_nothing_is_left_running_and_sigterm_ends_the_ui(home: Path) -> None:
-    async with ui_alone(home) as ui:
-        port = ui.url.rsplit(":", 1)[1]
-        for argv in (["ui", "--port", port], ["serve", "--http", "--port", "0", "--ui", "--ui-port", port]):
-            with trio.fail_after(60):
-                done = await trio.run_process([*gateway_argv(home, "--log-format", "json"), *argv],
-                                              capture_stdout=True, capture_stderr=True, check=False,
-                                              stdin=subprocess.DEVNULL)
-            stderr = done.stderr.decode()
-            assert done.returncode == 1, stderr
-            assert f"the admin UI cannot listen on 127.0.0.1:{port}: Address already in use" in stderr
-            for record in (json.loads(line) for line in stderr.splitlines() if line.startswith("{")):
-                if record.get("event") == "upstream starting":  # the gateway's upstream stopped with it
-                    assert not alive(record["pid"]), record
-        assert ui.proc is not None
-        ui.proc.send_signal(signal.SIGTERM)
-        with trio.fail_after(20):
-            assert await ui.proc.wait() == 0
-
-
 async def test_a_wrap_needs_the_notice_read_then_confirm_and_is_cleared_from_the_ui(home: Path) -> None:
     async with ui_gateway(home) as ui, httpx2.AsyncClient(timeout=10) as http:
         asked = await ui.op(http, "tf_wrap", {"upstream": "demo"})
@@ -336,12 +373,12 @@ async def test_a_wrap_needs_the_notice_read_then_confirm_and_is_cleared_from_the
         wrapped = await ui.op(http, "tf_wrap", {"upstream": "demo", "confirm": True})
         assert wrapped["ok"] is True and wrapped["wrapping"] == "demo" and wrapped["warning"]
         assert (await ui.view(http, "upstreams"))["wrap"]["wrapping"] == "demo"
-        assert ui.gateway is not None
-        async with Client(f"{ui.gateway.url}/mcp", mode="legacy", cache=None) as client:
+        assert ui.served is not None
+        async with Client(f"{ui.served.url}/mcp", mode="legacy", cache=None) as client:
             assert "toolfunnel_list_tools" not in [t.name for t in (await client.list_tools()).tools]
         cleared = await ui.op(http, "tf_wrap", {"off": True})
         assert cleared["ok"] is True and cleared["was"] == "demo"
-        async with Client(f"{ui.gateway.url}/mcp", mode="legacy", cache=None) as client:
+        async with Client(f"{ui.served.url}/mcp", mode="legacy", cache=None) as client:
             assert "toolfunnel_list_tools" in [t.name for t in (await client.list_tools()).tools]
 
 

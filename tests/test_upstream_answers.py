@@ -1,5 +1,6 @@
 """A broken upstream answer fails its request at once; an answer to no request is logged and
-dropped. Pure tables for the decode-or-sniff step, then a real mock upstream behind the gateway."""
+dropped. Pure tables for the decode-or-sniff step, then the mock upstream behind the gateway
+(in-process)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,9 @@ import trio
 
 from tests.test_upstream_gateway import call
 from tests.upstreams import mock_upstream, set_upstreams
-from tests.wire import gateway
 from tfunnel.protocol.framing import LineReader, TopLevel, sniff_top_level
 from tfunnel.protocol.jsonrpc import Notification, Request, Response
+from tfunnel.testing.gateway import stdio_gateway as gateway
 from tfunnel.testing.mock_upstream import BAD_DEPTH
 from tfunnel.upstream.client import BrokenAnswer, ClientCore, Garbage, OversizeResponse, decode_line
 

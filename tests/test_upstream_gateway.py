@@ -1,9 +1,10 @@
-"""Upstreams behind the real stdio gateway: surfaces, forwarding, failures, cancels, reaping."""
+"""Upstreams behind the stdio gateway, in-process: surfaces, forwarding, failures, cancels, live
+expose edits. What only a real gateway process shows (no process of the tree survives its
+shutdown; the SDK over its real stdio) is in tests/e2e/test_upstream_gateway.py."""
 
 from __future__ import annotations
 
 import json
-import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -12,10 +13,11 @@ import pytest
 import trio
 
 from tests.hooks import set_hooks
-from tests.test_reload import next_notification, wait_for_log
-from tests.test_sdk_stdio import META_TOOLS, Notifications, sdk_client, text
+from tests.test_reload import AnyWire, next_notification, wait_for_log
 from tests.upstreams import FAST_RESTART, mock_upstream, set_upstreams
-from tests.wire import Wire, gateway, wait_for_file, wait_gone
+from tests.wire import wait_for_file, wait_gone
+from tfunnel.testing.gateway import stdio_gateway as gateway
+from tfunnel.testing.sdk import META_TOOLS, Notifications, sdk_client, text
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -25,7 +27,7 @@ def run_tool(request_id: Any, name: str, args: dict[str, Any]) -> dict[str, Any]
             "params": {"name": "toolfunnel_run_tool", "arguments": {"name": name, "args": args}}}
 
 
-async def call(wire: Wire, request_id: Any, name: str, args: dict[str, Any]) -> dict[str, Any]:
+async def call(wire: AnyWire, request_id: Any, name: str, args: dict[str, Any]) -> dict[str, Any]:
     await wire.send(run_tool(request_id, name, args))
     return await wire.reply_to(request_id)
 
@@ -78,27 +80,13 @@ async def test_hooks_see_the_claude_code_name_of_upstream_tools(home: Path, tmp_
         assert text(allowed) == "x"
 
 
-async def test_progress_is_relayed_for_direct_calls(home: Path) -> None:
-    """An upstream's progress notifications reach the client under the client's own token."""
-    set_upstreams(home, mock_upstream("mock"), expose=[{"upstream": "mock", "tool": "progress"}])
-    seen: list[tuple[float, float | None, str | None]] = []
-
-    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
-        seen.append((progress, total, message))
-
-    async with sdk_client(home) as client:
-        result = await client.call_tool("mock_progress", {"steps": 3, "delay": 0.05},
-                                        progress_callback=on_progress)
-        assert text(result) == "progress done (token seen)"
-    assert seen == [(1, 3, "step 1"), (2, 3, "step 2"), (3, 3, "step 3")]
-
-
 async def test_crash_fails_in_flight_calls_then_recovers(home: Path) -> None:
     """A crash fails the in-flight call at once (naming the upstream and status, no stderr);
     the upstream restarts, list_changed is sent, and the tool works again."""
     set_upstreams(home, mock_upstream("mock", **FAST_RESTART))
     notes = Notifications()
-    async with sdk_client(home, notes) as client:
+    # The upstream child's exit is the subject: a real child (its exit status, as watched).
+    async with sdk_client(home, notes, upstreams="real") as client:
         async with trio.open_nursery() as nursery:
             results: list[Any] = []
 
@@ -149,7 +137,8 @@ async def test_garbage_over_cap_lines_and_stderr_floods_are_survived(home: Path)
     settings["limits"]["maxMessageBytes"] = 65536
     (home / "toolfunnel.json").write_text(json.dumps(settings))
     set_upstreams(home, mock_upstream("mock", "--stderr-at-start", "1000000"))
-    async with gateway(home) as wire:
+    # The upstream child's pipes are the subject (a flooded stderr pipe must not stall it).
+    async with gateway(home, upstreams="real") as wire:
         await wire.initialize()
         assert (await call(wire, 1, "mock_garbage", {}))["result"]["content"][0]["text"] == "after garbage"
         big = (await call(wire, 2, "mock_big", {"bytes": 200000}))["result"]
@@ -158,26 +147,6 @@ async def test_garbage_over_cap_lines_and_stderr_floods_are_survived(home: Path)
         assert flood["content"][0]["text"] == "flooded 5000000"
         assert (await call(wire, 4, "mock_echo", {"text": "ok"}))["result"]["content"][0]["text"] == "ok"
         assert "eeeeeeeeeeeeeeeeeeee" not in json.dumps(wire.stash)
-
-
-@pytest.mark.parametrize("how", ["stdin-eof", "sigterm"])
-async def test_no_process_of_the_tree_survives_shutdown(home: Path, tmp_path: Path, how: str) -> None:
-    """stdin EOF or SIGTERM with a call in flight: the SIGTERM-ignoring upstream and its grandchild die."""
-    pid_file = home / "mock.pid"
-    set_upstreams(home, mock_upstream("mock", "--ignore-sigterm", "--pid-file", str(pid_file)))
-    async with gateway(home) as wire:
-        await wire.initialize()
-        spawned = await call(wire, 1, "mock_spawn", {})
-        grandchild = spawned["result"]["structuredContent"]["pid"]
-        upstream = int(await wait_for_file(pid_file))
-        await wire.send(run_tool(2, "mock_slow", {"seconds": 60}))
-        await trio.sleep(0.3)
-        if how == "sigterm":
-            wire.proc.send_signal(signal.SIGTERM)
-        else:
-            await wire.close_stdin()
-        assert await wire.wait_exit(timeout=30) == (143 if how == "sigterm" else 0)
-    assert await wait_gone([upstream, grandchild, wire.proc.pid], timeout=5) == []
 
 
 async def test_expose_edits_apply_live_and_restart_only_what_changed(home: Path, tmp_path: Path) -> None:

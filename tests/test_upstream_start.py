@@ -1,22 +1,22 @@
-"""Starting upstreams never hold clients up (stdio, HTTP, `tfunnel call`): SPEC §6.2."""
+"""Starting upstreams never hold clients up (stdio, `tfunnel call`; the gateway and the command
+in-process, the hung upstreams real children): SPEC §6.2. Over HTTP, with a real SIGTERM to a real
+gateway process: tests/e2e/test_upstream_start.py."""
 
 from __future__ import annotations
 
 import json
-import signal
-import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
-import httpx2
 import pytest
 import trio
 
-from tests.httpgw import http_gateway
-from tests.test_http import ACCEPT, open_session
-from tests.test_reload import next_notification
+from tests.test_reload import AnyWire, next_notification
 from tests.upstreams import mock_upstream, set_upstreams
-from tests.wire import Wire, gateway, gateway_argv, wait_for_file, wait_gone
+from tests.wire import wait_for_file, wait_gone
+from tfunnel.testing.cli import run
+from tfunnel.testing.gateway import stdio_gateway as gateway
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -40,7 +40,7 @@ def hung(home: Path, upstream_id: str = "slow", delay: float = 60) -> dict[str, 
                          str(home / f"{upstream_id}.pid"), "--tools", "echo")
 
 
-async def stop_and_reap(wire: Wire, home: Path, *upstream_ids: str) -> None:
+async def stop_and_reap(wire: AnyWire, home: Path, *upstream_ids: str) -> None:
     """End the gateway (stdin EOF): it exits 0 and the still-starting upstreams are gone with it."""
     pids = [int(await wait_for_file(home / f"{u}.pid")) for u in upstream_ids]
     await wire.close_stdin()
@@ -110,31 +110,8 @@ async def test_a_call_to_a_hung_upstream_fails_as_still_starting(home: Path, how
         await stop_and_reap(wire, home, "slow")
 
 
-async def test_http_answers_at_once_while_an_upstream_hangs(home: Path) -> None:
-    """Over HTTP: the service listens, and initialize, tools/list and a local tool answer, while an
-    upstream is stuck starting; /readyz is not ready until the start window ends."""
-    set_start_window(home, WINDOW_S)
-    set_upstreams(home, hung(home))
-    async with http_gateway(home, settle=False) as gw, httpx2.AsyncClient(timeout=PROMPT_S) as http:
-        session = await open_session(http, gw.url)
-        headers = {**ACCEPT, "mcp-session-id": session}
-        listed = await http.post(f"{gw.url}/mcp", headers=headers,
-                                 json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
-        hashed = await http.post(f"{gw.url}/mcp", headers=headers,
-                                 json={"jsonrpc": "2.0", "id": 3, "method": "tools/call",
-                                       "params": run_tool("hash", {"text": "abc"})})
-        ready = await http.get(f"{gw.url}/readyz")
-        pid = int(await wait_for_file(home / "slow.pid"))
-        gw.proc.send_signal(signal.SIGTERM)
-        assert await gw.wait_exit() == 143
-    assert await wait_gone([pid]) == []
-    assert [t["name"] for t in listed.json()["result"]["tools"]] == META
-    assert hashed.json()["result"]["structuredContent"]["hexdigest"].startswith("ba7816bf")
-    assert ready.status_code == 503
-
-
 def started(stderr: str) -> list[str]:
-    """The upstreams a gateway process spawned, from its log."""
+    """The upstreams a `tfunnel call` spawned, from its log."""
     return [entry["upstream"] for entry in map(json.loads, filter(None, stderr.splitlines()[1:]))
             if entry.get("event") == "upstream starting"]
 
@@ -144,16 +121,18 @@ def test_cli_call_starts_only_the_upstream_it_needs(home: Path) -> None:
     tool, only that upstream; a listing of every tool waits for every upstream's start."""
     set_start_window(home, 5)
     set_upstreams(home, hung(home), mock_upstream("fine", "--tools", "echo"))
-    local = subprocess.run([*gateway_argv(home, "--log-format", "json"), "call", "hash", '{"text": "abc"}'],
-                           capture_output=True, text=True, timeout=PROMPT_S)
+    begun = time.monotonic()
+    local = run(home, "--log-format", "json", "call", "hash", '{"text": "abc"}')
+    assert time.monotonic() - begun < PROMPT_S
     assert local.returncode == 0 and "ba7816bf" in local.stdout
     assert started(local.stderr) == []
-    upstream = subprocess.run([*gateway_argv(home, "--log-format", "json"), "call", "fine_echo",
-                               '{"text": "up"}'], capture_output=True, text=True, timeout=PROMPT_S * 2)
+    begun = time.monotonic()
+    upstream = run(home, "--log-format", "json", "call", "fine_echo", '{"text": "up"}')
+    assert time.monotonic() - begun < PROMPT_S * 2
     assert upstream.returncode == 0 and "up" in upstream.stdout, upstream.stderr
     assert started(upstream.stderr) == ["fine"]
-    listing = subprocess.run([*gateway_argv(home, "--log-format", "json"), "call", "toolfunnel_list_tools",
-                              '{"category": "mcp:fine"}'], capture_output=True, text=True,
-                             timeout=PROMPT_S * 3)
+    begun = time.monotonic()
+    listing = run(home, "--log-format", "json", "call", "toolfunnel_list_tools", '{"category": "mcp:fine"}')
+    assert time.monotonic() - begun < PROMPT_S * 3
     assert listing.returncode == 0 and "fine_echo" in listing.stdout, listing.stderr
     assert sorted(started(listing.stderr)) == ["fine", "slow"]

@@ -1,5 +1,6 @@
 """Notification storms are coalesced: re-lists (`Coalescer`), surface changes (`Live._swap`),
-client notifications (`Changes` debounce), and all of it end to end with a real mock upstream."""
+client notifications (`Changes` debounce), and all of it end to end with the mock upstream behind
+the gateway in-process."""
 
 from __future__ import annotations
 
@@ -13,10 +14,10 @@ import trio.testing
 from tests.test_reload import next_notification
 from tests.test_upstream_gateway import call
 from tests.upstreams import mock_upstream, set_upstreams
-from tests.wire import gateway
 from tfunnel.home.files import read_home
 from tfunnel.home.live import Live
 from tfunnel.surface.changes import DEBOUNCE_S, Changes
+from tfunnel.testing.gateway import stdio_gateway as gateway
 from tfunnel.upstream.coalesce import Coalescer
 
 pytestmark = pytest.mark.timeout(60)
@@ -193,7 +194,7 @@ def test_swap_tells_which_lists_changed(home: Path) -> None:
 
 
 async def test_a_list_changed_storm_is_coalesced(home: Path) -> None:
-    """20 000 list_changed in a burst from a real upstream: a bounded number of re-lists, no flood
+    """20 000 list_changed in a burst from an upstream: a bounded number of re-lists, no flood
     of client list_changed, and a local tool still answers meanwhile; a real change afterwards
     still reaches the client."""
     methods = home / "methods.log"

@@ -1,6 +1,7 @@
 """The WebSocket upstream transport against a real WebSocket server on loopback
 (`tests/fixtures/ws_upstream.py`): supervised like a child (listed, called, killed, reconnected),
-its refusals, its keep-alive, and secrets kept out of logs."""
+its refusals, its keep-alive, and secrets kept out of logs; behind the gateway in-process (the
+fixture server stays a real process throughout)."""
 
 from __future__ import annotations
 
@@ -22,12 +23,12 @@ from trio_websocket import WebSocketRequest, serve_websocket
 
 from tests.conftest import FIXTURES
 from tests.upstreams import call_tool, set_upstreams
-from tests.wire import gateway
 from tfunnel.config.expose import ExposeConfig, RestartPolicy, UpstreamSpec
 from tfunnel.config.model import Limits
 from tfunnel.errors import UpstreamError
 from tfunnel.protocol import jsonrpc
 from tfunnel.protocol.framing import Oversize
+from tfunnel.testing.gateway import stdio_gateway as gateway
 from tfunnel.upstream.factory import transport_for
 from tfunnel.upstream.remote import display_url
 from tfunnel.upstream.states import Context, Identity
@@ -289,7 +290,8 @@ async def test_a_binary_frame_is_skipped_and_a_big_text_frame_is_the_marker(tmp_
 
 
 async def test_gateway_lists_and_calls_a_websocket_upstream(home: Path) -> None:
-    """A real gateway with a websocket upstream in expose.json lists `ws_echo` and calls it."""
+    """A gateway with a websocket upstream in expose.json lists `ws_echo` and calls it; the
+    header's secret is in none of its log lines."""
     with trio.fail_after(60):
         async with ws_server() as (_, port):
             set_upstreams(home, {"id": "ws", "transport": "websocket", "url": f"ws://127.0.0.1:{port}/mcp",

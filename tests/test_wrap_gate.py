@@ -1,14 +1,15 @@
-"""Wrap mode behind the gate, on the wire, with the mock upstream (a real child process): every
-wrapped call passes PreToolUse under its Claude Code name (`mcp__<id>__<tool>`, or `--as`'s id),
-a deny means the upstream never saw the call, the audit log records it; the wrap is applied and
-lifted live; a wrapped upstream that is down gives an empty list and a clear error, never the
-funnel surface."""
+"""Wrap mode behind the gate, on the wire of an in-process gateway (`tfunnel.testing.gateway`), with
+the mock upstream (in-process; a real child where its pid file is the point) and the conformance
+fixture (a real child): every wrapped call passes PreToolUse under its Claude Code name
+(`mcp__<id>__<tool>`, or `--as`'s id), a deny means the upstream never saw the call, the audit log
+records it; the wrap is applied and lifted live; a wrapped upstream that is down gives an empty
+list and a clear error, never the funnel surface. A real SIGTERM to a gateway process:
+tests/e2e/test_wrap_gate.py."""
 
 from __future__ import annotations
 
 import json
 import re
-import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -19,17 +20,17 @@ import trio
 from mcp import Client
 
 from tests.hooks import EXIT2_DENY, set_hooks
-from tests.httpgw import http_gateway
 from tests.interop import CONFORMANCE_FIXTURE
 from tests.test_audit import configure, records
 from tests.test_modern_stdio import modern
 from tests.upstreams import mock_upstream, set_upstreams
-from tests.wire import Wire, alive, gateway, wait_for_file, wait_gone
+from tests.wire import alive, wait_for_file
 from tfunnel.errors import ProtocolError
 from tfunnel.observe.audit import DEFAULT_PATH
 from tfunnel.route.methods import OWNED, Methods, forwardable
 from tfunnel.surface.changes import announced
 from tfunnel.surface.face import Face
+from tfunnel.testing.gateway import StdioGateway, http_gateway, stdio_gateway
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -42,7 +43,7 @@ def methods(log: Path) -> list[str]:
     return log.read_text().split() if log.exists() else []
 
 
-async def call(wire: Wire, request_id: int, name: str, args: dict[str, Any],
+async def call(wire: StdioGateway, request_id: int, name: str, args: dict[str, Any],
                params: dict[str, Any] | None = None) -> dict[str, Any]:
     return await wire.request(request_id, "tools/call", {"name": name, "arguments": args, **(params or {})})
 
@@ -61,7 +62,7 @@ async def test_a_wrapped_call_passes_the_gate_by_its_names(home: Path, tmp_path:
     wrap_state(home, state)
     set_hooks(home, {"matcher": matcher, "command": EXIT2_DENY})
     configure(home, {"enabled": True})
-    async with gateway(home) as wire:
+    async with stdio_gateway(home) as wire:
         await wire.initialize()
         answer = (await call(wire, 1, "echo", {"text": "hi"}))["result"]
     ran = "tools/call" in methods(log)
@@ -77,7 +78,7 @@ async def test_the_wrap_is_applied_and_lifted_live(home: Path) -> None:
     """Writing (and removing) `passthrough` changes the surface of a connected client, which is
     told `tools/list_changed`; initialize then meets the upstream, then tfunnel again."""
     set_upstreams(home, mock_upstream("mock", "--name", "calc-server"))
-    async with gateway(home) as wire:
+    async with stdio_gateway(home) as wire:
         funnel = (await wire.initialize())["result"]
         assert funnel["serverInfo"]["name"] == "tfunnel"
         before = [t["name"] for t in (await wire.request(1, "tools/list"))["result"]["tools"]]
@@ -113,7 +114,7 @@ async def test_a_wrapped_upstream_that_is_down_gives_an_empty_list_and_clear_err
     set_upstreams(home, mock_upstream("mock", "--exit-at-start", "3"))
     wrap_state(home, {"passthrough": "mock"})
     (home / "toolfunnel.json").write_text(json.dumps({"limits": {"upstreamStartS": 1}}))
-    async with gateway(home) as wire:
+    async with stdio_gateway(home) as wire:
         init = await wire.request("i", "initialize", {
             "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "w", "version": "1"}})
         assert init["error"]["code"] == -32603 and "'mock' has not connected yet" in init["error"]["message"]
@@ -132,7 +133,7 @@ async def test_the_isolation_guard_spares_the_wrapped_upstream_alone(home: Path,
     outside = tmp_path / "outside" / "mock.pid"
     outside.parent.mkdir()
     set_upstreams(home, mock_upstream("mock", "--pid-file", str(outside)))
-    async with gateway(home) as wire:
+    async with stdio_gateway(home) as wire:
         await wire.initialize()
         assert not outside.exists()
         wrap_state(home, {"passthrough": "mock"})
@@ -172,7 +173,7 @@ async def test_a_wrapped_upstreams_list_changed_reaches_the_client_even_when_not
     set_upstreams(home, {"id": "conf", "command": sys.executable,
                          "args": [str(CONFORMANCE_FIXTURE), "--prefix", "test_"]})
     wrap_state(home, {"passthrough": "conf"})
-    async with gateway(home) as wire:
+    async with stdio_gateway(home) as wire:
         await wire.send({"jsonrpc": "2.0", "id": "L", "method": "subscriptions/listen",
                          "params": modern({"notifications": {"toolsListChanged": True}})})
         with trio.fail_after(10):
@@ -195,7 +196,7 @@ async def test_a_legacy_client_meets_a_dual_era_upstream_in_the_legacy_era(home:
     set_upstreams(home, {"id": "conf", "command": sys.executable,
                          "args": [str(CONFORMANCE_FIXTURE), "--prefix", "test_"]})
     wrap_state(home, {"passthrough": "conf"})
-    async with gateway(home) as wire:
+    async with stdio_gateway(home) as wire:
         await wire.request("i", "initialize", {"protocolVersion": "2025-11-25",
                                                "capabilities": {"elicitation": {}},
                                                "clientInfo": {"name": "w", "version": "1"}})
@@ -222,20 +223,6 @@ async def test_a_legacy_client_meets_a_dual_era_upstream_in_the_legacy_era(home:
                 await trio.sleep(0.1)
 
 
-async def test_sigterm_leaves_neither_the_wrapped_upstream_nor_its_twin(home: Path) -> None:
-    set_upstreams(home, {"id": "conf", "command": sys.executable,
-                         "args": [str(CONFORMANCE_FIXTURE), "--prefix", "test_"]})
-    wrap_state(home, {"passthrough": "conf"})
-    async with gateway(home) as wire:
-        await wire.initialize()
-        pids = [int(p) for p in re.findall(rb'"pid": (\d+), "peer": "pid \d+", "event": "upstream starting"',
-                                           wire.stderr)]
-        assert b"legacy twin starting" in wire.stderr and all(alive(p) for p in pids[-2:])
-        wire.proc.send_signal(signal.SIGTERM)
-        assert await wire.wait_exit() == 143
-    assert await wait_gone(pids) == []
-
-
 async def test_a_cancelled_wrapped_call_is_cancelled_upstream_by_its_own_id(home: Path,
                                                                             tmp_path: Path) -> None:
     """Progress reaches the client under its own token, and a cancel reaches the upstream with the
@@ -243,7 +230,7 @@ async def test_a_cancelled_wrapped_call_is_cancelled_upstream_by_its_own_id(home
     cancel_log = tmp_path / "cancels"  # outside the home: a wrap suspends the isolation guard
     set_upstreams(home, mock_upstream("mock", "--cancel-log", str(cancel_log)))
     wrap_state(home, {"passthrough": "mock"})
-    async with gateway(home) as wire:
+    async with stdio_gateway(home) as wire:
         await wire.initialize()
         progress = await call(wire, 1, "progress", {"steps": 2}, {"_meta": {"progressToken": "tok"}})
         assert not progress["result"].get("isError"), progress
@@ -282,7 +269,7 @@ async def test_only_methods_of_the_upstreams_own_are_forwarded_and_each_is_audit
     set_upstreams(home, mock_upstream("mock", "--method-log", str(log)))
     wrap_state(home, {"passthrough": "mock"})
     configure(home, {"enabled": True})
-    async with gateway(home) as wire:
+    async with stdio_gateway(home) as wire:
         await wire.initialize()
         for index, method in enumerate(("Tools/call", "notifications/cancelled", "sampling/createMessage",
                                         "tasks/get", "custom/thing")):
@@ -301,7 +288,7 @@ async def test_lifting_a_stdio_wrap_connects_the_upstream_again_as_the_gateway(h
     log = home / "methods.log"  # inside the home: unwrapped, the isolation guard allows it again
     set_upstreams(home, mock_upstream("mock", "--method-log", str(log)))
     wrap_state(home, {"passthrough": "mock"})
-    async with gateway(home) as wire:  # the test starts once the upstream connected (as us)
+    async with stdio_gateway(home) as wire:  # the test starts once the upstream connected (as us)
         await wire.request("i", "initialize", {"protocolVersion": "2025-11-25",
                                                "capabilities": {"sampling": {}, "roots": {}},
                                                "clientInfo": {"name": "desk", "version": "9"}})
@@ -320,7 +307,7 @@ async def test_a_legacy_client_of_a_modern_only_upstream_is_bridged(home: Path) 
     set_upstreams(home, {"id": "conf", "command": sys.executable, "modernOnly": True,
                          "args": [str(CONFORMANCE_FIXTURE), "--prefix", "test_"]})
     wrap_state(home, {"passthrough": "conf"})
-    async with gateway(home) as wire:
+    async with stdio_gateway(home) as wire:
         init = (await wire.request("i", "initialize", {
             "protocolVersion": "2025-11-25", "capabilities": {"elicitation": {}},
             "clientInfo": {"name": "w", "version": "1"}}))["result"]

@@ -1,6 +1,7 @@
 """Wrap mode's management side: `tfunnel wrap` (status, set with the security notice and the era
 probe, --off), `tf_wrap` (confirm: true, always put to the user), clearing a wrap when its
-upstream is disabled or removed, and `tfunnel check` on a wrap of nothing."""
+upstream is disabled or removed, and `tfunnel check` on a wrap of nothing. The command and the
+gateway run in-process; the probe of the real mcp-server-time: tests/e2e/test_wrap_manage.py."""
 
 from __future__ import annotations
 
@@ -14,8 +15,6 @@ import pytest
 from mcp import Client
 from mcp.types import ElicitResult
 
-from tests.httpgw import http_gateway
-from tests.interop import modern_time_command
 from tests.test_cli import tfunnel
 from tests.test_management import body, error_text, tf
 from tests.upstreams import mock_upstream, set_upstreams
@@ -31,6 +30,7 @@ from tfunnel.manage.plans import Env, Plan, question
 from tfunnel.manage.wrap_cmd import UNFINISHED, Attempt, verdict
 from tfunnel.observe.audit import AuditLog
 from tfunnel.protocol.eras import Era
+from tfunnel.testing.gateway import http_gateway
 from tfunnel.upstream.handshake import Connection
 from tfunnel.upstream.isolation import suspended_by_wrap
 
@@ -317,16 +317,6 @@ def test_cli_refusals(home: Path, args: list[str], code: int, fragment: str) -> 
     done = tfunnel(home, "wrap", *args)
     assert done.returncode == code and fragment in done.stderr, done.stderr
     assert state(home) == OTHER_KEYS
-
-
-def test_cli_probe_of_a_dual_era_server(home: Path) -> None:
-    """The probe of the real mcp-server-time (dual-era) says so."""
-    command = modern_time_command()
-    set_upstreams(home, {"id": "time", "command": command[0], "args": command[1:]})
-    done = tfunnel(home, "wrap", "time")
-    assert done.returncode == 0, done.stderr
-    assert "probe: speaks MCP 2026-07-28: dual-era" in done.stdout
-    assert state(home) == {"passthrough": "time"}
 
 
 def test_cli_probe_that_cannot_connect_still_sets(home: Path) -> None:

@@ -1,6 +1,8 @@
 """A config home laid out as ToolFunnel 0.6-0.8 lays it out (inventory §B, §C.7, §O.1), written
 by the tests: demo tools as `node` script invokes, the `tf_*` management entries as scripts of
-ToolFunnel's engine (here stubs that fail loudly: run, they would prove we ran them)."""
+ToolFunnel's engine (here stubs that fail loudly: run, they would prove we ran them). Invoke paths
+are spelt as ToolFunnel's own register spells them (`scripts/<file>.js`, relative to tools/;
+tests/field/toolfunnel-0.6, checked by tests/test_field_toolfunnel.py)."""
 
 from __future__ import annotations
 
@@ -27,7 +29,7 @@ TF_ENV_JS = 'throw new Error("ToolFunnel engine not found (TOOLFUNNEL_PKG)");\n'
 
 
 def tf_entry(tool_id: str, **extra: Any) -> dict[str, Any]:
-    script = f"tools/scripts/{tool_id.replace('_', '-')}.js"
+    script = f"scripts/{tool_id.replace('_', '-')}.js"
     entry: dict[str, Any] = {"id": tool_id, "name": tool_id, "summary": f"ToolFunnel's {tool_id}.",
                              "category": "management", "invoke": {"type": "script", "path": script}}
     if tool_id == "tf_pack":  # the one that carries a schema in ToolFunnel (§O.1), an older one
@@ -42,7 +44,7 @@ def write_toolfunnel_home(home: Path, *, stubs: bool = True, server_name: str = 
     (scripts / "echo.js").write_text(ECHO_JS)
     tools: list[dict[str, Any]] = [
         {"id": "echo", "name": "Echo", "summary": "Returns its arguments.", "category": "demo",
-         "invoke": {"type": "script", "path": "tools/scripts/echo.js"}},
+         "invoke": {"type": "script", "path": "scripts/echo.js"}},
     ]
     tools += [tf_entry(tool_id) for tool_id in TF_ENTRIES]
     if stubs:

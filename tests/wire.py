@@ -1,20 +1,19 @@
-"""Drive a real `tfunnel serve` child over its stdin/stdout pipes, one JSON line at a time (or,
-`framed`, one `Content-Length` message at a time, as ToolFunnel's clients speak)."""
+"""Drive a real `tfunnel serve` child over its stdin/stdout pipes: messages sent one JSON line at
+a time (or, `framed`, one `Content-Length` message at a time, as ToolFunnel's clients send them),
+what it writes read as JSON lines either way."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager, suppress
 from pathlib import Path
-from typing import Any
 
 import trio
 
-READ_TIMEOUT_S = 15.0
+from tfunnel.testing.lines import LineClient
 
 
 def gateway_argv(home: Path, *extra: str) -> list[str]:
@@ -46,114 +45,24 @@ async def wait_for_file(path: Path, timeout: float = 10.0) -> str:
     return path.read_text()
 
 
-def content_length(body: bytes) -> bytes:
-    """`body` as one LSP-style message."""
-    return b"Content-Length: %d\r\n\r\n" % len(body) + body
+class Wire(LineClient):
+    """The client's end of a gateway child's stdin and stdout (`LineClient`)."""
 
-
-class Wire:
     def __init__(self, proc: trio.Process, *, framed: bool = False) -> None:
+        super().__init__(framed=framed)
         self.proc = proc
-        self.framed = framed
         self.stderr = bytearray()
-        self._buffer = bytearray()
-        self.stash: list[dict[str, Any]] = []
 
-    async def send(self, message: Mapping[str, Any] | bytes) -> None:
-        if isinstance(message, bytes):
-            data = message
-        elif self.framed:
-            data = content_length(json.dumps(message).encode())
-        else:
-            data = json.dumps(message).encode() + b"\n"
+    async def _write(self, data: bytes) -> None:
         assert self.proc.stdin is not None
         await self.proc.stdin.send_all(data)
 
-    async def recv(self, timeout: float = READ_TIMEOUT_S) -> dict[str, Any]:
-        """The next message from stdout (stashed ones first)."""
-        if self.stash:
-            return self.stash.pop(0)
-        with trio.fail_after(timeout):
-            line = await (self._recv_framed() if self.framed else self._recv_line())
-        value = json.loads(line)
-        assert isinstance(value, dict)
-        return value
-
-    async def _more(self) -> None:
+    async def _read(self) -> bytes:
         assert self.proc.stdout is not None
-        chunk = await self.proc.stdout.receive_some(65536)
-        if not chunk:
-            raise EOFError(f"gateway closed stdout; stderr:\n{self.stderr.decode()}")
-        self._buffer += chunk
+        return bytes(await self.proc.stdout.receive_some(65536))
 
-    async def _recv_line(self) -> bytes:
-        while b"\n" not in self._buffer:
-            await self._more()
-        line, _, rest = bytes(self._buffer).partition(b"\n")
-        self._buffer = bytearray(rest)
-        return line
-
-    async def _recv_framed(self) -> bytes:
-        """One `Content-Length` message: exactly that header, a blank line, the body (no newline
-        of NDJSON may stand in for it)."""
-        while b"\r\n\r\n" not in self._buffer:
-            await self._more()
-        head, _, rest = bytes(self._buffer).partition(b"\r\n\r\n")
-        name, _, length = head.partition(b": ")
-        assert name == b"Content-Length" and length.isdigit(), f"not a framed message: {head[:80]!r}"
-        while len(rest) < int(length):
-            await self._more()
-            rest = bytes(self._buffer).partition(b"\r\n\r\n")[2]
-        self._buffer = bytearray(rest[int(length):])
-        return rest[:int(length)]
-
-    async def reply_to(self, request_id: Any, timeout: float = READ_TIMEOUT_S) -> dict[str, Any]:
-        """Read until the response for `request_id`; stash everything else."""
-        for index, message in enumerate(self.stash):
-            if message.get("id") == request_id and "method" not in message:
-                return self.stash.pop(index)
-        held: list[dict[str, Any]] = []
-        try:
-            while True:
-                message = await self.recv(timeout)
-                if message.get("id") == request_id and "method" not in message:
-                    return message
-                held.append(message)
-        finally:
-            self.stash.extend(held)
-
-    async def request(self, request_id: Any, method: str, params: Mapping[str, Any] | None = None,
-                      ) -> dict[str, Any]:
-        msg: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
-        if params is not None:
-            msg["params"] = dict(params)
-        await self.send(msg)
-        return await self.reply_to(request_id)
-
-    async def initialize(self, version: str = "2025-11-25") -> dict[str, Any]:
-        reply = await self.request("init", "initialize", {
-            "protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "wire", "version": "1"}})
-        await self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
-        return reply
-
-    async def expect_silence(self, seconds: float) -> None:
-        """Assert nothing arrives on stdout for `seconds`."""
-        with trio.move_on_after(seconds):
-            message = await self.recv(timeout=seconds + 1)
-            raise AssertionError(f"expected no message, got {message}")
-
-    async def expect_no_reply(self, seconds: float) -> None:
-        """Assert no response arrives for `seconds` (notifications are stashed, not failures)."""
-        held: list[dict[str, Any]] = []
-        try:
-            with trio.move_on_after(seconds):
-                while True:
-                    message = await self.recv(timeout=seconds + 1)
-                    if "method" not in message:
-                        raise AssertionError(f"expected no response, got {message}")
-                    held.append(message)
-        finally:
-            self.stash.extend(held)
+    def _gone(self) -> str:
+        return f"stderr:\n{self.stderr.decode()}"
 
     async def close_stdin(self) -> None:
         assert self.proc.stdin is not None

@@ -9,7 +9,6 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import structlog
 import trio
@@ -56,12 +55,10 @@ from tfunnel.surface.profiles import Chosen
 from tfunnel.surface.reads import Reads
 from tfunnel.surface.service import Surface
 from tfunnel.tools.runner import LocalRunner
+from tfunnel.upstream.factory import transport_for
 from tfunnel.upstream.lifecycle import name_collision
 from tfunnel.upstream.supervisor import Context, Identity, Supervisor
-
-if TYPE_CHECKING:
-
-    pass
+from tfunnel.upstream.transport import TransportFactory
 
 log = structlog.get_logger("tfunnel.app")
 
@@ -97,10 +94,11 @@ class Gateway:
 
 
 def build(home: Path, environ: Mapping[str, str] | None = None, observer: Observer | None = None, *,
-          profile: str | None = None) -> Gateway:
+          profile: str | None = None, transports: TransportFactory = transport_for) -> Gateway:
     """Load and validate the home and wire the components; raise `ConfigError` naming every
     problem of every file that refuses a start (the same reading `tfunnel check` reports).
-    `profile` (`serve --profile`) is every client's profile, whatever the profiles match."""
+    `profile` (`serve --profile`) is every client's profile, whatever the profiles match;
+    `transports` makes each upstream incarnation's transport (a test's doubles)."""
     read_as = {home / name: signature(home / name) for name in LIVE_FILES}
     start = read_home(home)
     start.refuse_start()
@@ -119,7 +117,8 @@ def build(home: Path, environ: Mapping[str, str] | None = None, observer: Observ
                                     Identity(settings.client_name, settings.client_version),
                                     rebuilds.request, partial(_upstream_notice, live, notices),
                                     lambda record: audit.record("mcp", **record),
-                                    wrapped=lambda: live.state.passthrough, caught_up=rebuilds.caught_up))
+                                    wrapped=lambda: live.state.passthrough, caught_up=rebuilds.caught_up),
+                            transports=transports)
     live.on_collision = lambda *collided: audit.record("mcp", **name_collision(*collided))
     # What upstreams list reaches the surface through the tool approvals (pins and holds).
     approvals = Approvals(home, start.value(APPROVALS), live.files, audit,
@@ -373,20 +372,26 @@ class Signals:
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as received:
             task_status.started()
             async for signum in received:
-                if signum == signal.SIGHUP:
-                    log.info("SIGHUP: reloading the config")
-                    self.on_reload_start()
-                    for reload in watched_files(self._gateway).values():
-                        reload()
-                    self.on_reload_done()
-                    continue
-                log.info("signal received; shutting down", signal=signal.Signals(signum).name)
-                self.exit_code = EXIT_SIGINT if signum == signal.SIGINT else EXIT_SIGTERM
-                # Whoever signals may SIGKILL us soon (an MCP client does after 2 s): children
-                # must be gone before that, or they would outlive the gateway.
-                self._gateway.supervisor.hurry()
-                self.on_stop()
-                return
+                if self.deliver(signum):
+                    return
+
+    def deliver(self, signum: int) -> bool:
+        """Act on one signal as its handler does; True once it stopped the gateway (the in-process
+        test harness calls this where a process would get the signal)."""
+        if signum == signal.SIGHUP:
+            log.info("SIGHUP: reloading the config")
+            self.on_reload_start()
+            for reload in watched_files(self._gateway).values():
+                reload()
+            self.on_reload_done()
+            return False
+        log.info("signal received; shutting down", signal=signal.Signals(signum).name)
+        self.exit_code = EXIT_SIGINT if signum == signal.SIGINT else EXIT_SIGTERM
+        # Whoever signals may SIGKILL us soon (an MCP client does after 2 s): children
+        # must be gone before that, or they would outlive the gateway.
+        self._gateway.supervisor.hurry()
+        self.on_stop()
+        return True
 
 
 async def run_stdio(gateway: Gateway) -> int:
@@ -396,6 +401,16 @@ async def run_stdio(gateway: Gateway) -> int:
     stdin = trio.lowlevel.FdStream(os.dup(0))
     stdout = trio.lowlevel.FdStream(os.dup(1))
     os.dup2(2, 1)
+    signals = Signals(gateway)
+    async with reaping():
+        await serve_stdio(gateway, stdin, stdout, signals)
+    return signals.exit_code
+
+
+async def serve_stdio(gateway: Gateway, stdin: trio.abc.ReceiveStream, stdout: trio.abc.SendStream,
+                      signals: Signals, *, listen: bool = True) -> None:
+    """The stdio gateway on a pair of byte streams, until `stdin` ends or a signal stops it
+    (`signals`: with `listen`, the process's own signals; the test harness delivers them itself)."""
     live = gateway.live
     limits = live.settings.limits
     gateway.faces.mirroring = True  # one client: under a wrap, presented upstream as itself
@@ -404,10 +419,10 @@ async def run_stdio(gateway: Gateway) -> int:
     server = StdioServer(gateway.router, live.tools_changed,
                          max_message_bytes=limits.max_message_bytes, grace_s=limits.shutdown_grace_s,
                          serve_legacy=lambda: live.settings.serve_legacy)
-    signals = Signals(gateway)
-    async with reaping(), running(gateway) as nursery:
+    async with running(gateway) as nursery:
         signals.on_stop = nursery.cancel_scope.cancel
-        await nursery.start(signals.run)
+        if listen:
+            await nursery.start(signals.run)
         log.info("ready", server=live.settings.server_name, version=live.settings.server_version,
                  pid=os.getpid(), tools=len(live.register.tools), upstreams=len(live.expose.upstreams))
         async with stdin, stdout:
@@ -416,7 +431,6 @@ async def run_stdio(gateway: Gateway) -> int:
         # grace (the SDK: 2 s, then 2 s), and a SIGKILL would leave our upstreams (in sessions of
         # their own) running. So they stop as at a signal: stdin closed, SIGTERM, SIGKILL soon after.
         gateway.supervisor.hurry()
-    return signals.exit_code
 
 
 def upstream_status(gateway: Gateway) -> str:

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from tfunnel.auth.gate import AuthGate
     from tfunnel.serve.http import HttpApp
     from tfunnel.serve.metrics import Metrics
+    from tfunnel.serve.sdnotify import Notifier
     from tfunnel.ui.web import UiApp
 
 log = structlog.get_logger("tfunnel.app")
@@ -38,20 +39,32 @@ async def run_http(gateway: Gateway, metrics: Metrics, host: str, port: int, gra
     the listener, cancel the rest and close every upstream. SIGHUP reloads the config. With `ui`
     (host, port), the admin UI is served there too, until the drain ends. `instance`: this
     instance's name among several behind a proxy (it starts every session id)."""
+    from tfunnel.serve.sdnotify import Notifier
+
+    check_http(gateway, host)  # before anything starts: refused as itself, never inside a group
+    signals = Signals(gateway)
+    async with reaping():
+        await serve_http(gateway, metrics, host, port, grace_s, signals, Notifier.from_env(os.environ),
+                         ui=ui, instance=instance)
+    return signals.exit_code
+
+
+async def serve_http(gateway: Gateway, metrics: Metrics, host: str, port: int, grace_s: float,
+                     signals: Signals, notifier: Notifier, *, ui: tuple[str, int] | None = None,
+                     instance: str | None = None, listen: bool = True,
+                     task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED) -> None:
+    """The HTTP service (see `run_http`) until its drain ends; reports the URLs it listens on once
+    clients are served. `signals`: with `listen`, the process's own signals (the test harness
+    delivers them itself)."""
     # Imported here, not at the top: the stdio gateway never needs the HTTP stack, and its cold
     # start (what a desktop client waits for) should not pay for importing it.
     import hypercorn.config
 
     from tfunnel.serve.connections import quiet_accept_errors, raise_fd_limit
     from tfunnel.serve.http import HttpApp
-    from tfunnel.serve.loopback import bind_refusal
-    from tfunnel.serve.sdnotify import Notifier
     from tfunnel.serve.sessions import SessionStore
 
-    auth = http_auth(gateway)
-    refusal = bind_refusal(host, authenticated=auth is not None)  # on the name as given: nothing resolved
-    if refusal is not None:
-        raise BindRefused(refusal)
+    auth = check_http(gateway, host)
     live = gateway.live
     limits = live.settings.limits
     keep_child_nofile(resource.getrlimit(resource.RLIMIT_NOFILE))  # children keep what we had
@@ -80,9 +93,7 @@ async def run_http(gateway: Gateway, metrics: Metrics, host: str, port: int, gra
     app = HttpApp(gateway.router, live, gateway.supervisor, gateway.surface.tally,
                   SessionStore(max_sessions=limits.max_sessions, instance=instance), metrics, gate,
                   telemetry=gateway.surface.telemetry)
-    notifier = Notifier.from_env(os.environ)
     shutdown = trio.Event()
-    signals = Signals(gateway)
     signals.on_reload_start = notifier.reloading
     signals.on_reload_done = lambda: notifier.ready(upstream_status(gateway))
 
@@ -99,8 +110,9 @@ async def run_http(gateway: Gateway, metrics: Metrics, host: str, port: int, gra
         shutdown.set()
 
     signals.on_stop = stop
-    async with reaping(), running(gateway) as nursery:
-        await nursery.start(signals.run)
+    async with running(gateway) as nursery:
+        if listen:
+            await nursery.start(signals.run)
         # Token telemetry: counted only here, where /metrics and /health show it.
         await nursery.start(gateway.surface.telemetry.run)
         nursery.start_soon(drain_then_shut_down)
@@ -116,11 +128,24 @@ async def run_http(gateway: Gateway, metrics: Metrics, host: str, port: int, gra
         # Clients are served from here on, upstreams or not; systemd and /readyz hear "ready"
         # once the upstreams have had their start window.
         log.info("listening", urls=urls, server=live.settings.server_name)
+        task_status.started(urls)
         await live.started.wait()
         notifier.ready(upstream_status(gateway))
         await app.stopped.wait()
     notifier.close()
-    return signals.exit_code
+
+
+def check_http(gateway: Gateway, host: str) -> AuthConfig | None:
+    """What the HTTP service refuses before it starts: a broken `auth/auth.config.json`
+    (`ConfigError`), a non-loopback bind without authentication (`BindRefused`); else its
+    authentication (None: off)."""
+    from tfunnel.serve.loopback import bind_refusal
+
+    auth = http_auth(gateway)
+    refusal = bind_refusal(host, authenticated=auth is not None)  # on the name as given: nothing resolved
+    if refusal is not None:
+        raise BindRefused(refusal)
+    return auth
 
 
 def ui_app(gateway: Gateway) -> UiApp:

@@ -9,6 +9,7 @@ import math
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import structlog
@@ -19,7 +20,7 @@ from tfunnel import log as logsetup
 from tfunnel.app import build, reaping, run_stdio, running
 from tfunnel.app_http import BindRefused, run_http
 from tfunnel.config.atomic import sweep_temp_files
-from tfunnel.config.home import HomeNotUsable, ResolvedHome, resolve_home, seed_dir, seed_home
+from tfunnel.config.home import HomeNotUsable, ResolvedHome, Seeding, resolve_home, seed_dir, seed_home
 from tfunnel.config.load import load_settings
 from tfunnel.config.model import META_TOOL_NAMES
 from tfunnel.config.names import owners
@@ -302,17 +303,21 @@ def _prepare_home(cli_home: str | None) -> ResolvedHome:
         print(f"tfunnel: refusing to start: {exc}", file=sys.stderr)
         raise SystemExit(1) from None
     swept = sweep_temp_files(home.path)
-    state = "seeded from the bundled defaults" if seeding.fresh else "existing"
-    print(f"tfunnel: config home {home.path} ({state}; from {home.source})", file=sys.stderr)
-    if not seeding.fresh:  # a fresh home's one line says it all; a completed one names each file
-        for rel in seeding.files:
-            print(f"tfunnel: seeded {rel} from the bundled defaults", file=sys.stderr)
-    for why in seeding.refused:
-        print(f"tfunnel: warning: {why}", file=sys.stderr)
+    for line in seeding_lines(home.path, home.source, seeding):
+        print(line, file=sys.stderr)
     for tmp in swept:
         log.warning("removed a temp file left by an interrupted write", path=str(tmp))
     _check_requires(home)
     return home
+
+
+def seeding_lines(path: Path, source: str, seeding: Seeding) -> list[str]:
+    """What every start says on stderr of the home it uses and what seeding did to it."""
+    state = "seeded from the bundled defaults" if seeding.fresh else "existing"
+    lines = [f"tfunnel: config home {path} ({state}; from {source})"]
+    if not seeding.fresh:  # a fresh home's one line says it all; a completed one names each file
+        lines += [f"tfunnel: seeded {rel} from the bundled defaults" for rel in seeding.files]
+    return lines + [f"tfunnel: warning: {why}" for why in seeding.refused]
 
 
 def _check_requires(home: ResolvedHome) -> None:

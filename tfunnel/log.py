@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 import sys
-from typing import Literal
+from typing import Literal, TextIO
 
 import structlog
 
@@ -15,9 +15,11 @@ LogFormat = Literal["json", "console"]
 LEVELS = ("debug", "info", "warning", "error", "critical")
 
 
-def configure(fmt: LogFormat | None = None, level: str = "info") -> None:
+def configure(fmt: LogFormat | None = None, level: str = "info", stream: TextIO | None = None) -> None:
+    """Log to `stream` (default stderr), as JSON lines unless it is a terminal."""
+    stream = sys.stderr if stream is None else stream
     if fmt is None:
-        fmt = "console" if sys.stderr.isatty() else "json"
+        fmt = "console" if stream.isatty() else "json"
     renderer: structlog.typing.Processor = (
         structlog.dev.ConsoleRenderer(colors=False) if fmt == "console"
         else structlog.processors.JSONRenderer()
@@ -31,6 +33,6 @@ def configure(fmt: LogFormat | None = None, level: str = "info") -> None:
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelNamesMapping()[level.upper()]),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=structlog.PrintLoggerFactory(file=stream),
         cache_logger_on_first_use=False,
     )

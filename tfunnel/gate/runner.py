@@ -37,7 +37,9 @@ async def run_hook(spec: HookSpec, payload: Mapping[str, Any], *, home: Path, ho
         argv=["/bin/sh", "-c", spec.command],
         cwd=str(home),
         env=child_env,
-        stdin=json.dumps(payload, ensure_ascii=True).encode(),
+        # As Claude Code writes it (tests/field/claude-code): one line of compact JSON and a newline,
+        # so a hook that reads a line (`read -r`, `readline`) gets the whole payload.
+        stdin=json.dumps(payload, ensure_ascii=True, separators=(",", ":")).encode() + b"\n",
         timeout_s=spec.timeout_s,
         output_cap=HOOK_OUTPUT_CAP,
     )

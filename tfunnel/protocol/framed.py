@@ -1,9 +1,10 @@
 """LSP-style `Content-Length` framing, and telling it from NDJSON by a stream's first bytes, sans-IO.
 
 ToolFunnel's stdio reads both newline-delimited JSON and `Content-Length: N\\r\\n\\r\\n<body>`
-messages, and its clients and tests send the latter, so a stdio stream is one or the other and we
-answer in the framing it speaks. `StreamReader` decides from the first non-blank bytes (a header
-line, `Name:`, vs anything else) and then hands every byte to one reader for good.
+messages, and its clients and tests send the latter, so a stdio stream we read is one or the
+other (what we write is NDJSON either way, as ToolFunnel writes: `serve/stdio.py`).
+`StreamReader` decides from the first non-blank bytes (a header line, `Name:`, vs anything else)
+and then hands every byte to one reader for good.
 
 The rules match the line reader's (`framing.LineReader`): a declared length over the cap is
 refused as an over-long line is (`Oversize`, with the body's first bytes to name the request) and
@@ -43,14 +44,6 @@ class Malformed:
 
 
 Event = bytes | Oversize | Malformed
-
-
-def frame(body: bytes, framing: Framing) -> bytes:
-    """One message as `framing` writes it: `body` is one NDJSON line (newline included)."""
-    if framing is Framing.NDJSON:
-        return body
-    payload = body.rstrip(b"\n")
-    return b"Content-Length: %d\r\n\r\n" % len(payload) + payload
 
 
 def detect(prefix: bytes) -> Framing | None:

@@ -1,11 +1,13 @@
-"""The stdio transport: NDJSON or `Content-Length` framing on a pair of byte streams, every
-request its own task.
+"""The stdio transport: NDJSON or `Content-Length` framing in, NDJSON out, on a pair of byte
+streams, every request its own task.
 
 What a request is (its id, cancel scope, era, answer) is the connection's (`serve.connection`);
 this module owns the bytes: reading messages (the framing is told from the stream's first bytes,
-`protocol.framed`, and every message we write uses it too), writing them through a `LineWriter`
-(never half a message; on a pipe, eagerly from the caller's task), the small spill queue for fire-and-forget
-messages (progress), and the lifetime: stdin closed → in-flight requests finish within the grace
+`protocol.framed`), writing every message as one NDJSON line, whatever the client sent: so does
+ToolFunnel, whose clients send `Content-Length` frames and split what they read on newlines
+(tests/field/toolfunnel-0.6), through a `LineWriter` (never half a message; on a pipe, eagerly
+from the caller's task), the small spill queue for fire-and-forget messages (progress), and the
+lifetime: stdin closed → in-flight requests finish within the grace
 period; stdout stalled or closed → the client is gone. Any pair of trio byte streams will do, so
 tests run it on memory streams.
 """
@@ -23,7 +25,7 @@ import trio
 from tfunnel.observe.observer import NullObserver, Observer
 from tfunnel.proc.linewriter import LineWriter
 from tfunnel.protocol import jsonrpc
-from tfunnel.protocol.framed import Framing, Malformed, StreamReader, frame
+from tfunnel.protocol.framed import Framing, Malformed, StreamReader
 from tfunnel.protocol.framing import Oversize
 from tfunnel.protocol.jsonrpc import MessageError
 from tfunnel.protocol.session import ClientSession
@@ -58,7 +60,8 @@ class StdioServer:
 
     @property
     def framing(self) -> Framing:
-        """The client's framing; NDJSON until its first bytes tell (nothing is written before)."""
+        """The framing the client writes in (read side only: replies are NDJSON whatever it is);
+        NDJSON until its first bytes tell."""
         return self._reading.framing or Framing.NDJSON
 
     async def serve(self, receive: trio.abc.ReceiveStream, send: trio.abc.SendStream) -> None:
@@ -144,7 +147,7 @@ class StdioServer:
         assert self._writer is not None
         # A client that is gone has already stopped the server (the writer's on_broken).
         with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
-            await self._writer.write(frame(jsonrpc.encode(message), self.framing))
+            await self._writer.write(jsonrpc.encode(message))
 
     async def _notifier(self, *, task_status: trio.TaskStatus[trio.CancelScope]) -> None:
         """Tell an initialized client whenever the tool surface changed (coalesced)."""

@@ -163,6 +163,28 @@ def log(message: str) -> None:
     sys.stderr.flush()
 
 
+class Exited(BaseException):
+    """Raised by an in-process server's `exit` in the worker that asked for it."""
+
+
+class ProcessIO:
+    """Where a server's bytes go as a process: stdout, stderr, and `os._exit`. (The in-process
+    double, `tfunnel.testing.inproc`, hands a server its own.)"""
+
+    in_process = False
+
+    def write_out(self, data: bytes) -> None:
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
+
+    def write_err(self, data: bytes) -> None:
+        sys.stderr.buffer.write(data)
+        sys.stderr.buffer.flush()
+
+    def exit(self, code: int) -> None:
+        os._exit(code)  # no cleanup, no answer: like a real crash
+
+
 class ToolInputError(Exception):
     """Bad tool arguments: reported as an isError result, as the spec asks for input validation."""
 
@@ -205,8 +227,9 @@ class Call:
 class Server:
     """Reader loop, per-request worker threads, and the tools; all shared state is behind state_lock."""
 
-    def __init__(self, opts: argparse.Namespace) -> None:
+    def __init__(self, opts: argparse.Namespace, io: ProcessIO | None = None) -> None:
         self.opts = opts
+        self.io = io or ProcessIO()
         self.advertised: list[str] = opts.tools
         self.out_lock = threading.Lock()
         self.state_lock = threading.Lock()
@@ -220,10 +243,12 @@ class Server:
     def write_line(self, line: bytes) -> None:
         with self.out_lock:
             try:
-                sys.stdout.buffer.write(line + b"\n")
-                sys.stdout.buffer.flush()
+                self.io.write_out(line + b"\n")
             except BrokenPipeError:
-                log("stdout closed; dropping a message")  # the reader will see EOF and exit
+                self.log("stdout closed; dropping a message")  # the reader will see EOF and exit
+
+    def log(self, message: str) -> None:
+        self.io.write_err(f"mock-upstream: {message}\n".encode())
 
     def send(self, message: JSON) -> None:
         self.write_line(json.dumps({"jsonrpc": "2.0", **message}, separators=(",", ":")).encode())
@@ -235,7 +260,18 @@ class Server:
         for raw in sys.stdin.buffer:
             if raw.strip():
                 self.receive(raw)
-        log("stdin closed; exiting")
+        self.log("stdin closed; exiting")
+
+    def abandon(self) -> None:
+        """Wake every waiting worker (in flight, or waiting for the client), as an exit would
+        end them: an in-process server's threads must not outlive it."""
+        with self.state_lock:
+            calls = list(self.in_flight.values())
+            waiters = list(self.ping_waiters.values())
+        for call in calls:
+            call.cancelled.set()
+        for done, _ in waiters:
+            done.set()
 
     def receive(self, raw: bytes) -> None:
         try:
@@ -260,7 +296,7 @@ class Server:
         elif isinstance(request_id, bool) or not isinstance(request_id, str | int):
             self.send_error(None, -32600, "Invalid Request: id must be a string or an integer")
         elif self.opts.silent_before_initialize and not self.initialized and method != "initialize":
-            log(f"silent to {method} before initialize")
+            self.log(f"silent to {method} before initialize")
         else:
             self.initialized = self.initialized or method == "initialize"
             call = Call(request_id, method, params)
@@ -278,19 +314,22 @@ class Server:
         if self.opts.cancel_log:
             with open(self.opts.cancel_log, "a", encoding="utf-8") as fh:
                 fh.write(json.dumps(request_id) + "\n")
-        log(f"cancelled {request_id!r}")
+        self.log(f"cancelled {request_id!r}")
 
     def on_response(self, message: JSON) -> None:
         with self.state_lock:
             waiter = self.ping_waiters.pop(str(message.get("id")), None)
         if waiter is None:
-            log(f"unexpected response id {message.get('id')!r}")
+            self.log(f"unexpected response id {message.get('id')!r}")
             return
         waiter[1].append(message)
         waiter[0].set()
 
     def run(self, call: Call) -> None:
-        reply = self.answer(call)
+        try:
+            reply = self.answer(call)
+        except Exited:  # an in-process server's exit ends its worker here (a process's never returns)
+            return
         with self.state_lock:
             self.in_flight.pop(call.id, None)
         # A cancelled request SHOULD NOT be answered (spec 1.7); None means "no answer" by design.
@@ -303,7 +342,7 @@ class Server:
         except RpcError as err:
             return {"error": {"code": err.code, "message": str(err)}}
         except Exception as err:  # a fixture must answer, not die silently in a thread
-            log(f"internal error in {call.method}: {err!r}")
+            self.log(f"internal error in {call.method}: {err!r}")
             return {"error": {"code": -32603, "message": f"Internal error: {err}"}}
         return None if result is None else {"result": result}
 
@@ -380,8 +419,8 @@ class Server:
         return _text("progress done (token seen)" if token is not None else "progress done (no token)")
 
     def tool_crash(self, call: Call) -> None:
-        log("crashing on request (exit 3)")
-        os._exit(3)  # no cleanup, no answer: like a real crash
+        self.log("crashing on request (exit 3)")
+        self.io.exit(3)
 
     def tool_hang(self, call: Call) -> None:
         call.cancelled.wait()  # returns only when cancelled; either way nothing is sent
@@ -395,10 +434,12 @@ class Server:
 
     def tool_flood(self, call: Call) -> JSON:
         size = int(_number(call.args, "bytes"))
-        flood_stderr(size)
+        flood_stderr(size, self.io.write_err)
         return _text(f"flooded {size}")
 
     def tool_spawn(self, call: Call) -> JSON:
+        if self.io.in_process:
+            raise ToolInputError("spawn needs the mock as a process (this one runs in-process)")
         # By default the same process group (no start_new_session), so a gateway's group kill
         # must reach it too; `setsid` makes a daemon that a group kill cannot reach.
         child = subprocess.Popen(["sleep", "300"], stdin=subprocess.DEVNULL,
@@ -476,11 +517,11 @@ class Server:
         return None
 
 
-def flood_stderr(size: int) -> None:
+def flood_stderr(size: int, write: Callable[[bytes], None] | None = None) -> None:
+    write = write or ProcessIO().write_err
     chunk = b"e" * CHUNK
     while size > 0:
-        sys.stderr.buffer.write(chunk[:size])
-        sys.stderr.buffer.flush()
+        write(chunk[:size])
         size -= CHUNK
 
 

@@ -166,13 +166,7 @@ class StdioTransport:
     @asynccontextmanager
     async def connect(self) -> AsyncIterator[MessageStream]:
         spec, ctx = self._spec, self._ctx
-        problems = isolation_problems(spec, ctx.home)
-        if problems and ctx.wrapped() == spec.id:
-            log.warning("isolation guard suspended: the upstream is wrapped", upstream=spec.id,
-                        outside="; ".join(problems))
-        elif problems:
-            raise SpawnFailed(f"upstream {spec.id!r} refused by the isolation guard: "
-                              + "; ".join(problems), permanent=True, final=True)
+        guard(spec, ctx)
         # Whatever the child daemonizes beyond its process group is stopped with this incarnation.
         with REAPER.run({**ctx.env, **spec.env}) as run:
             proc = await spawn(spec.id, [spec.command, *spec.args], spec.resolved_cwd(ctx.home), run)
@@ -194,6 +188,18 @@ class StdioTransport:
                     for pipe in (proc.stdout, proc.stderr):
                         if pipe is not None:
                             await pipe.aclose()
+
+
+def guard(spec: UpstreamSpec, ctx: Context) -> None:
+    """The isolation guard before a start: raise a final `SpawnFailed` naming what lies outside
+    the home (suspended, with a warning, for the wrapped upstream)."""
+    problems = isolation_problems(spec, ctx.home)
+    if problems and ctx.wrapped() == spec.id:
+        log.warning("isolation guard suspended: the upstream is wrapped", upstream=spec.id,
+                    outside="; ".join(problems))
+    elif problems:
+        raise SpawnFailed(f"upstream {spec.id!r} refused by the isolation guard: "
+                          + "; ".join(problems), permanent=True, final=True)
 
 
 async def spawn(upstream_id: str, argv: Sequence[str], cwd: Path, run: RunScope) -> trio.Process:
