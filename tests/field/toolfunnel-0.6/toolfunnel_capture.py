@@ -102,6 +102,8 @@ cp.spawn = function (command, args, options) {
 """
 
 KEEP_EXT = (".json",)
+# Seeded, but a copy of the example ToolFunnel ships, which no test reads: listed, not kept.
+NOT_KEPT = ("mcp/expose.example.json",)
 
 
 # ───────────────────────────── relay (recording shim) ─────────────────────────────
@@ -403,7 +405,7 @@ def capture_home(src: str, work: str, out: str, info: Json) -> None:
         shutil.rmtree(kept_dir)
     ours = "tools/scripts/" + os.path.basename(GREET_TOOL["invoke"]["path"])
     for rel, meta in sorted(final.items()):
-        kept = rel.endswith(KEEP_EXT) or rel == ours
+        kept = (rel.endswith(KEEP_EXT) and rel not in NOT_KEPT) or rel == ours
         manifest.append({"path": rel, "bytes": meta["bytes"], "sha256": meta["sha256"],
                          "kept": kept, "seeded": rel in seeded,
                          "changed_after_seed": rel in seeded and seeded[rel] != meta})
