@@ -8,9 +8,11 @@ stop. What runs is the production path: `app.build`, then `app.serve_stdio` or
 its signal handlers; only the process around them is missing (no fds, no subreaper, no signal
 handlers: `signal()` hands the signal to the handler's own logic, `Signals.deliver`).
 
-Upstreams are still what the home says (real children for stdio upstreams). A test whose subject
-is the process (exit codes on a real signal, descriptors, reaping, real pipes) uses the process
-helpers instead.
+Upstreams are what the home says: the mock upstream runs in-process wherever it can
+(`upstreams="in-process"`, the default: `tfunnel.testing.inproc`), every other upstream (and
+every upstream with `upstreams="real"`) as a real child; hook and tool scripts are real children.
+A test whose subject is the process (exit codes on a real signal, descriptors, reaping, real
+pipes) uses the process helpers instead (`tests/wire.py`, `tests/httpgw.py`).
 """
 
 from __future__ import annotations
