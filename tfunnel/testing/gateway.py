@@ -217,16 +217,24 @@ async def stdio_gateway(home: Path, env: Mapping[str, str] | None = None, *, set
                     await _settled(gateway, wire._done)
                 yield wire
             finally:
-                with trio.CancelScope(shield=True):
-                    if wire.stdin_closed:  # the client closed stdin: as the SDK's client, wait first
-                        with trio.move_on_after(CLIENT_CLOSE_GRACE_S):
-                            await wire._done.wait()
-                    if not wire._done.is_set():
-                        signals.deliver(signals_module.SIGTERM)
-                    with trio.move_on_after(STOP_TIMEOUT_S):
-                        await wire._done.wait()
-                    if not wire._done.is_set():
-                        nursery.cancel_scope.cancel()
+                # A client that closed stdin waits first, as the SDK's client does.
+                await _stop(signals, wire._done, nursery, STOP_TIMEOUT_S,
+                            first_wait_s=CLIENT_CLOSE_GRACE_S if wire.stdin_closed else 0.0)
+
+
+async def _stop(signals: Signals, done: trio.Event, nursery: trio.Nursery, wait_s: float, *,
+                first_wait_s: float = 0.0) -> None:
+    """End a gateway the test left running, as its process would be ended: after `first_wait_s`
+    (for it to end on its own), SIGTERM, then `wait_s` for it to stop; past that, cancelled."""
+    with trio.CancelScope(shield=True):
+        with trio.move_on_after(first_wait_s):
+            await done.wait()
+        if not done.is_set():
+            signals.deliver(signals_module.SIGTERM)
+        with trio.move_on_after(wait_s):
+            await done.wait()
+        if not done.is_set():
+            nursery.cancel_scope.cancel()
 
 
 async def _settled(gateway: Gateway, done: trio.Event, timeout: float = 30.0) -> None:
@@ -306,13 +314,7 @@ async def http_gateway(home: Path, env: Mapping[str, str] | None = None, *, sett
                     await _settled(gateway, gw._done)
                 yield gw
             finally:
-                with trio.CancelScope(shield=True):
-                    if not gw._done.is_set():
-                        signals.deliver(signals_module.SIGTERM)
-                    with trio.move_on_after(grace_s + STOP_TIMEOUT_S):
-                        await gw._done.wait()
-                    if not gw._done.is_set():
-                        nursery.cancel_scope.cancel()
+                await _stop(signals, gw._done, nursery, grace_s + STOP_TIMEOUT_S)
 
 
 def _ui_url(sink: bytearray) -> str | None:
