@@ -10,6 +10,8 @@
   beside it, with its `checks.json` parsed into a `ConformanceResult`.
 - `run_scenarios_against(url, scenarios, out_dir=...)`: several server scenarios, one after the other,
   against one URL (each `(scenario, spec_version)`), with their results in order.
+- `run_conformance_suite(url, spec_version=..., out_dir=...)`: every server scenario of an era in
+  one CLI run, each scenario's checks parsed as above.
 - `conformance_fixture_http(log_dir)`: `tests/fixtures/conformance_server.py` (the suite's fixtures on
   the dual-era SDK) serving Streamable HTTP on a free loopback port, as a context manager giving
   its URL; the process is stopped on exit and dies with the test process (a stdin lifeline).
@@ -66,6 +68,8 @@ KNOWN_STATUSES: Final = frozenset({SUCCESS, FAILURE, WARNING, SKIPPED, INFO})
 _RANK: Final = {FAILURE: 3, WARNING: 2, SUCCESS: 1, SKIPPED: 0}
 
 _SAVED = re.compile(r"^Results saved to (.+)$", re.MULTILINE)
+_RUNNING = re.compile(r"^=== Running scenario: (\S+) ===$", re.MULTILINE)
+_TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d-\d\d-\d\d-\d{3}Z")
 _NOT_APPLICABLE = re.compile(r"^SKIPPED: scenario '[^']*' is not applicable.*$", re.MULTILINE)
 _REINSTALL = "run scripts/test (it installs it once), or see its install steps"
 
@@ -290,6 +294,62 @@ async def run_scenarios_against(url: str, scenarios: Iterable[tuple[str, str | N
     return [await run_conformance_async(url, scenario, out_dir=out_dir, spec_version=spec_version,
                                         expected_failures=expected_failures, timeout_s=timeout_s)
             for scenario, spec_version in scenarios]
+
+
+@dataclass(frozen=True)
+class SuiteRun:
+    """One `conformance server --suite all --spec-version V` run: every server scenario of an era
+    against one URL in one Node process. `exit_status` is the run's (all its scenarios', under the
+    baseline if one was given); `results` holds each scenario's checks, in the order they ran."""
+
+    argv: list[str]
+    exit_status: int
+    stdout: str
+    stderr: str
+    scenarios: list[str]
+    results: dict[str, ConformanceResult]
+
+    def summary(self) -> str:
+        lines = [result.summary() for result in self.results.values()]
+        return "\n".join([*lines, f"(exit {self.exit_status})"])
+
+
+def run_conformance_suite(url: str, *, spec_version: str, out_dir: Path, timeout_s: float = 300,
+                          expected_failures: Path | None = None) -> SuiteRun:
+    """Every server scenario the suite applies to `spec_version` (`--suite all`: pending ones
+    included, the optional extensions not), one after the other against `url`, as one CLI run: a
+    Node start for the era instead of one per scenario. Each scenario's `checks.json` is read from
+    its own `server-<scenario>-*` folder under `out_dir` (a fresh one). Blocking."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if any(out_dir.iterdir()):
+        raise ConformanceError(f"{out_dir}: not empty; a suite run needs a fresh output folder")
+    argv = [*conformance_command(), "server", "--url", url, "--suite", "all", "--spec-version", spec_version,
+            "-o", str(out_dir)]
+    if expected_failures is not None:
+        argv += ["--expected-failures", str(expected_failures)]
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s,
+                              env=conformance_env(), stdin=subprocess.DEVNULL, check=False)
+    except subprocess.TimeoutExpired as exc:
+        raise ConformanceError(f"the {spec_version} suite against {url} did not finish in {timeout_s} s;"
+                               f" stdout so far:\n{_text(exc.stdout)}\nstderr:\n{_text(exc.stderr)}") from exc
+    scenarios = _RUNNING.findall(proc.stdout)
+    results: dict[str, ConformanceResult] = {}
+    for scenario in scenarios:
+        found = sorted(out_dir.glob(f"server-{scenario}-*"))
+        # A scenario name may be another's prefix (tools-call vs tools-call-image): the folder's
+        # suffix after the name is only the timestamp.
+        found = [d for d in found if _TIMESTAMP.fullmatch(d.name[len(f"server-{scenario}-"):])]
+        if len(found) != 1 or not (found[0] / "checks.json").is_file():
+            raise ConformanceError(f"the {spec_version} suite against {url}: {scenario} wrote "
+                                   f"{len(found)} result folder(s) under {out_dir};\nstdout:\n{proc.stdout}"
+                                   f"\nstderr:\n{proc.stderr}")
+        results[scenario] = ConformanceResult(
+            scenario=scenario, spec_version=spec_version, argv=argv, exit_status=proc.returncode,
+            stdout=proc.stdout, stderr=proc.stderr, checks=parse_checks(found[0] / "checks.json"),
+            result_dir=found[0])
+    return SuiteRun(argv=argv, exit_status=proc.returncode, stdout=proc.stdout, stderr=proc.stderr,
+                    scenarios=scenarios, results=results)
 
 
 def conformance_fixture_command(port: int = 0, prefix: str = "test_") -> list[str]:
