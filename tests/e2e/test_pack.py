@@ -165,11 +165,14 @@ def test_python_project_installs_in_a_fresh_venv_and_serves_stdio(home: Path, tm
     [packed] = wheels.glob("greeter_tools-1.2.0rc1-*.whl")
     [ours] = wheels.glob("tfunnel-*.whl")
     assert f"pip install {packed.name}" in (project / "README.md").read_text()
+    # A fresh venv without a pip of its own (ensurepip is most of a venv's making): this pip
+    # installs into it (`pip --python`), resolving tfunnel's dependencies from the index.
     venv = tmp_path / "venv"
-    run(sys.executable, "-m", "venv", venv)
-    run(venv / "bin" / "python", "-m", "pip", "install", "-q", ours)
-    run(venv / "bin" / "python", "-m", "pip", "install", "-q", "--no-index", packed)
-    run(venv / "bin" / "python", "-m", "pip", "check")
+    run(sys.executable, "-m", "venv", "--without-pip", venv)
+    pip = (sys.executable, "-m", "pip", "--python", venv / "bin" / "python")
+    run(*pip, "install", "-q", ours)
+    run(*pip, "install", "-q", "--no-index", packed)
+    run(*pip, "check")
     installed = time.monotonic() - started
     data = tmp_path / "data"
     env = {"PATH": os.environ.get("PATH", ""), "XDG_DATA_HOME": str(data), "HOME": str(tmp_path)}
