@@ -46,11 +46,14 @@ async def test_sigterm_drains_then_cancels(home: Path) -> None:
         headers = {**ACCEPT, "mcp-session-id": session}
         outcomes: dict[int, Any] = {}
 
+        started = home / "started"
+        started.mkdir()
+
         async def call(i: int) -> None:
             seconds = 1 if i % 2 else 30
+            args = {"seconds": seconds, "pidfile": str(started / f"{i}.pid")}
             body = {"jsonrpc": "2.0", "id": i, "method": "tools/call",
-                    "params": {"name": "toolfunnel_run_tool",
-                               "arguments": {"name": "sleeper", "args": {"seconds": seconds}}}}
+                    "params": {"name": "toolfunnel_run_tool", "arguments": {"name": "sleeper", "args": args}}}
             try:
                 reply = await http.post(f"{gw.url}/mcp", json=body, headers=headers)
                 outcomes[i] = reply.json() if reply.status_code == 200 else reply.status_code
@@ -60,7 +63,11 @@ async def test_sigterm_drains_then_cancels(home: Path) -> None:
         async with trio.open_nursery() as nursery:
             for i in range(20):
                 nursery.start_soon(call, i)
-            await trio.sleep(0.5)
+            # Every call in flight (its tool process started: a pid file each), however slow the
+            # machine, before the signal; a call that arrived after it would rightly be refused.
+            with trio.fail_after(30):
+                while len(list(started.glob("*.pid"))) < 20:
+                    await trio.sleep(0.05)
             gw.proc.send_signal(signal.SIGTERM)
         assert await gw.wait_exit() == 143
         finished = [i for i, o in outcomes.items() if isinstance(o, dict) and "result" in o
