@@ -232,6 +232,17 @@ def parse_checks(path: Path) -> list[ConformanceCheck]:
     return checks
 
 
+def _run_cli(argv: list[str], timeout_s: float, what: str) -> subprocess.CompletedProcess[str]:
+    """The conformance CLI, bounded: `ConformanceError` naming `what` (and what it printed so
+    far) when it does not finish within `timeout_s`."""
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s,
+                              env=conformance_env(), stdin=subprocess.DEVNULL, check=False)
+    except subprocess.TimeoutExpired as exc:
+        raise ConformanceError(f"{what} did not finish in {timeout_s} s; stdout so far:\n"
+                               f"{_text(exc.stdout)}\nstderr:\n{_text(exc.stderr)}") from exc
+
+
 def run_conformance(url: str, scenario: str, *, out_dir: Path, timeout_s: float = 120,
                     spec_version: str | None = None, expected_failures: Path | None = None,
                     extra: list[str] | None = None) -> ConformanceResult:
@@ -257,12 +268,7 @@ def run_conformance(url: str, scenario: str, *, out_dir: Path, timeout_s: float 
         argv += ["--expected-failures", str(expected_failures)]
     argv += extra or []
     before = set(out_dir.glob(f"server-{scenario}-*"))
-    try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s,
-                              env=conformance_env(), stdin=subprocess.DEVNULL, check=False)
-    except subprocess.TimeoutExpired as exc:
-        raise ConformanceError(f"conformance {scenario} against {url} did not finish in {timeout_s} s;"
-                               f" stdout so far:\n{_text(exc.stdout)}\nstderr:\n{_text(exc.stderr)}") from exc
+    proc = _run_cli(argv, timeout_s, f"conformance {scenario} against {url}")
     result = ConformanceResult(scenario=scenario, spec_version=spec_version, argv=argv,
                                exit_status=proc.returncode, stdout=proc.stdout, stderr=proc.stderr)
     if _NOT_APPLICABLE.search(proc.stdout):
@@ -327,12 +333,7 @@ def run_conformance_suite(url: str, *, spec_version: str, out_dir: Path, timeout
             "-o", str(out_dir)]
     if expected_failures is not None:
         argv += ["--expected-failures", str(expected_failures)]
-    try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s,
-                              env=conformance_env(), stdin=subprocess.DEVNULL, check=False)
-    except subprocess.TimeoutExpired as exc:
-        raise ConformanceError(f"the {spec_version} suite against {url} did not finish in {timeout_s} s;"
-                               f" stdout so far:\n{_text(exc.stdout)}\nstderr:\n{_text(exc.stderr)}") from exc
+    proc = _run_cli(argv, timeout_s, f"the {spec_version} suite against {url}")
     scenarios = _RUNNING.findall(proc.stdout)
     results: dict[str, ConformanceResult] = {}
     for scenario in scenarios:
@@ -435,12 +436,7 @@ def run_conformance_client(command: str, scenario: str, *, out_dir: Path, timeou
     # Results go to OUT_DIR/<scenario>-<timestamp> (an auth/ scenario nests one folder down).
     pattern = f"{scenario}-*"
     before = set(out_dir.glob(pattern))
-    try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s,
-                              env=conformance_env(), stdin=subprocess.DEVNULL, check=False)
-    except subprocess.TimeoutExpired as exc:
-        raise ConformanceError(f"conformance client {scenario} did not finish in {timeout_s} s;"
-                               f" stdout so far:\n{_text(exc.stdout)}\nstderr:\n{_text(exc.stderr)}") from exc
+    proc = _run_cli(argv, timeout_s, f"conformance client {scenario}")
     result = ConformanceResult(scenario=scenario, spec_version=spec_version, argv=argv,
                                exit_status=proc.returncode, stdout=proc.stdout, stderr=proc.stderr)
     if _NOT_APPLICABLE.search(proc.stdout):
